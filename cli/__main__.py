@@ -1,0 +1,5 @@
+import sys
+
+from draguard.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,14 @@
+//go:build tools
+
+// Package k8sbins only records which upstream main packages draguard builds, so that
+// `go mod tidy` keeps their dependencies in go.sum. The binaries are built with
+// `go build <upstream main package>` by draguard.harness.cluster.binaries.
+package k8sbins
+
+import (
+	_ "go.etcd.io/etcd/server/v3/etcdmain"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	_ "k8s.io/kubernetes/test/e2e/dra/test-driver/app"
+)

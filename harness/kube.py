@@ -1,0 +1,358 @@
+"""A small, fast client for the Kubernetes API that works on plain JSON dicts.
+
+The official ``kubernetes`` package reads the kubeconfig (tokens, certificates, exec plugins) and
+owns the TLS connection pool; this module only adds a typed table of the kinds draguard touches and
+generic verbs (get, list, create, patch, delete, watch) on them. Objects stay dicts: turning every
+watch event into a generated model costs over ten times as much as ``json.loads`` (see
+shared/reference/python-stack.md), and draguard reads a few fields of many objects.
+
+Everything that talks to a cluster (backends, fake nodes, fake driver, runner, chaos) goes through
+:class:`Kube`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+
+from .errors import HarnessError
+
+__all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj"]
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a kind lives in the API."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+KINDS: dict[str, Kind] = {
+    k.kind: k
+    for k in (
+        Kind("Namespace", "", "v1", "namespaces", False),
+        Kind("Node", "", "v1", "nodes", False),
+        Kind("Pod", "", "v1", "pods", True),
+        Kind("Event", "", "v1", "events", True),
+        Kind("ConfigMap", "", "v1", "configmaps", True),
+        Kind("ServiceAccount", "", "v1", "serviceaccounts", True),
+        Kind("Lease", "coordination.k8s.io", "v1", "leases", True),
+        Kind("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),
+        Kind("Workload", "scheduling.k8s.io", "v1beta1", "workloads", True),
+        Kind("PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True),
+        Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False),
+        Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False),
+        Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
+        Kind("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
+        Kind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False),
+        Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True),
+    )
+}
+
+
+class ApiError(HarnessError):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, method: str, path: str, body: Obj | None) -> None:
+        self.status = status
+        self.body = body or {}
+        self.reason = str(self.body.get("reason", ""))
+        message = self.body.get("message") or f"HTTP {status}"
+        super().__init__(f"{method} {path}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+_PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+def kind_of(kind: str | Kind) -> Kind:
+    if isinstance(kind, Kind):
+        return kind
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise HarnessError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}") from None
+
+
+class Kube:
+    """A connection to one API server. Thread-safe: the underlying urllib3 pool is."""
+
+    def __init__(self, configuration: Configuration) -> None:
+        self.configuration = configuration
+        self._api = ApiClient(configuration)
+        self._pool = self._api.rest_client.pool_manager
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None) -> Kube:
+        cfg = Configuration()
+        try:
+            kube_config.load_kube_config(
+                config_file=str(path) if path else None, context=context, client_configuration=cfg
+            )
+        except Exception as exc:  # the library raises bare ConfigException, IOError, yaml errors
+            raise HarnessError(f"{path or '~/.kube/config'}: cannot load kubeconfig: {exc}") from exc
+        return cls(cfg)
+
+    # -- paths -------------------------------------------------------------------------------
+    @staticmethod
+    def path(
+        kind: str | Kind, name: str | None = None, namespace: str | None = None, subresource: str | None = None
+    ) -> str:
+        k = kind_of(kind)
+        base = f"/apis/{k.group}/{k.version}" if k.group else f"/api/{k.version}"
+        if k.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{k.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+    # -- raw ---------------------------------------------------------------------------------
+    def _serialize(
+        self, method: str, path: str, query: Mapping[str, Any] | None, headers: dict[str, str]
+    ) -> tuple[str, dict[str, str]]:
+        _, url, hdrs, _, _ = self._api.param_serialize(
+            method, path, header_params=dict(headers), auth_settings=["BearerToken"]
+        )
+        if query:
+            q = {k: ("true" if v is True else "false" if v is False else v) for k, v in query.items() if v is not None}
+            url += "?" + urlencode(q)
+        return url, hdrs
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,
+    ) -> Obj:
+        """One API call; returns the decoded JSON answer or raises :class:`ApiError`."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        url, hdrs = self._serialize(method, path, query, headers)
+        data = None if body is None else json.dumps(body).encode()
+        try:
+            resp = self._pool.request(
+                method, url, body=data, headers=hdrs, timeout=urllib3.Timeout(total=timeout), retries=False
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise HarnessError(f"{method} {path}: cannot reach the API server: {exc}") from exc
+        payload: Obj | None
+        try:
+            payload = json.loads(resp.data) if resp.data else {}
+        except ValueError:
+            payload = {"message": resp.data[:200].decode(errors="replace")}
+        if resp.status >= 400:
+            raise ApiError(resp.status, method, path, payload)
+        return payload or {}
+
+    # -- verbs -------------------------------------------------------------------------------
+    def get(self, kind: str | Kind, name: str, namespace: str | None = None) -> Obj | None:
+        try:
+            return self.request("GET", self.path(kind, name, namespace))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def list(
+        self,
+        kind: str | Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], str]:
+        """Items and the list's resourceVersion (to start a watch from)."""
+        out = self.request(
+            "GET",
+            self.path(kind, namespace=namespace),
+            query={"labelSelector": label_selector, "fieldSelector": field_selector},
+        )
+        k = kind_of(kind)
+        items = out.get("items", [])
+        for item in items:  # lists omit kind/apiVersion on items; put them back for uniform handling
+            item.setdefault("kind", k.kind)
+            item.setdefault("apiVersion", k.api_version)
+        return items, str(out.get("metadata", {}).get("resourceVersion", ""))
+
+    def items(self, kind: str | Kind, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+        return self.list(kind, namespace, label_selector)[0]
+
+    def create(self, obj: Obj, namespace: str | None = None) -> Obj:
+        k = kind_of(obj["kind"])
+        ns = namespace or obj.get("metadata", {}).get("namespace")
+        return self.request("POST", self.path(k, namespace=ns), body=obj)
+
+    def apply(self, obj: Obj, field_manager: str = "draguard", force: bool = True) -> Obj:
+        """Server-side apply: create or update to match ``obj``."""
+        k = kind_of(obj["kind"])
+        md = obj["metadata"]
+        return self.request(
+            "PATCH",
+            self.path(k, md["name"], md.get("namespace")),
+            body=obj,
+            query={"fieldManager": field_manager, "force": force},
+            content_type=_PATCH_TYPES["apply"],
+        )
+
+    def replace(self, obj: Obj, subresource: str | None = None) -> Obj:
+        k = kind_of(obj["kind"])
+        md = obj["metadata"]
+        return self.request("PUT", self.path(k, md["name"], md.get("namespace"), subresource), body=obj)
+
+    def patch(
+        self,
+        kind: str | Kind,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
+        return self.request(
+            "PATCH",
+            self.path(kind, name, namespace, subresource),
+            body=patch,
+            content_type=_PATCH_TYPES[patch_type],
+        )
+
+    def delete(
+        self,
+        kind: str | Kind,
+        name: str,
+        namespace: str | None = None,
+        grace_seconds: int | None = None,
+        uid: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete one object; False if it was already gone."""
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", self.path(kind, name, namespace), body=body)
+            return True
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+
+    def delete_collection(
+        self, kind: str | Kind, label_selector: str, namespace: str | None = None, grace_seconds: int | None = None
+    ) -> None:
+        query: dict[str, Any] = {"labelSelector": label_selector}
+        if grace_seconds is not None:
+            query["gracePeriodSeconds"] = grace_seconds
+        self.request("DELETE", self.path(kind, namespace=namespace), query=query)
+
+    def watch(
+        self,
+        kind: str | Kind,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        stop: threading.Event | None = None,
+    ) -> Iterator[tuple[str, Obj]]:
+        """Yield ``(type, object)`` watch events, bookmarks included, until the server ends the watch.
+
+        Raises :class:`ApiError` with status 410 when ``resource_version`` is too old; callers
+        (see :mod:`draguard.harness.informer`) re-list then.
+        """
+        k = kind_of(kind)
+        query = {
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "timeoutSeconds": timeout_seconds,
+        }
+        path = self.path(k, namespace=namespace)
+        url, hdrs = self._serialize("GET", path, query, {"Accept": "application/json"})
+        try:
+            resp = self._pool.request(
+                "GET",
+                url,
+                headers=hdrs,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=10, read=timeout_seconds + 30),
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise HarnessError(f"watch {path}: cannot reach the API server: {exc}") from exc
+        try:
+            if resp.status >= 400:
+                raise ApiError(resp.status, "WATCH", path, json.loads(resp.data or b"{}"))
+            buf = b""
+            for chunk in resp.stream(65536, decode_content=True):
+                if stop is not None and stop.is_set():
+                    return
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    etype = event.get("type", "")
+                    obj = event.get("object", {})
+                    if etype == "ERROR":
+                        raise ApiError(int(obj.get("code", 500)), "WATCH", path, obj)
+                    obj.setdefault("kind", k.kind)
+                    obj.setdefault("apiVersion", k.api_version)
+                    yield etype, obj
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if stop is not None and stop.is_set():
+                return
+            raise HarnessError(f"watch {path}: connection lost: {exc}") from exc
+        finally:
+            resp.release_conn()
+
+    def server_version(self) -> Obj:
+        return self.request("GET", "/version")
+
+    def ready(self) -> bool:
+        """True when ``/readyz`` answers 200."""
+        url, hdrs = self._serialize("GET", "/readyz", None, {})
+        try:
+            return self._pool.request("GET", url, headers=hdrs, timeout=3.0, retries=False).status == 200
+        except urllib3.exceptions.HTTPError:
+            return False
