@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -345,6 +346,18 @@ class Kube:
             raise HarnessError(f"watch {path}: connection lost: {exc}") from exc
         finally:
             resp.release_conn()
+
+    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None, timeout: float = 30.0) -> Obj:
+        """Create a namespace and wait for its ``default`` ServiceAccount, without which pods are refused."""
+        ns = self.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
+        )
+        deadline = time.monotonic() + timeout
+        while self.get("ServiceAccount", "default", name) is None:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"namespace {name}: no default ServiceAccount after {timeout:.0f}s")
+            time.sleep(0.1)
+        return ns
 
     def server_version(self) -> Obj:
         return self.request("GET", "/version")

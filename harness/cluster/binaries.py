@@ -1,0 +1,304 @@
+"""Finding, downloading or building the control-plane binaries at a pinned Kubernetes release.
+
+Resolution order (first hit wins):
+
+1. a directory named by ``--bin-dir`` or ``$DRAGUARD_BIN_DIR`` (used as is);
+2. the per-version cache ``$XDG_CACHE_HOME/draguard/bin/<version>/`` (checked against its manifest);
+3. the official release binaries, downloaded with a sha256 check (``$DRAGUARD_RELEASE_URL`` overrides
+   the base URL, which is how the tests serve them from a local HTTP server);
+4. a build from Go modules with this machine's Go toolchain (the module in ``gomod/``), stamped with
+   the release version so that ``/version`` reports it.
+
+A cache entry is a directory of binaries plus ``manifest.json`` with each file's sha256; it is made
+in a ``.partial`` directory and renamed into place, so an interrupted build or download never looks
+complete. Talks to: the network (3), ``go`` (4), the filesystem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import HarnessError
+from ..paths import cache_dir
+
+__all__ = [
+    "K8S_VERSION",
+    "ETCD_VERSION",
+    "COMPONENTS",
+    "Binaries",
+    "resolve",
+    "build_from_source",
+    "download_release",
+    "verify_cache_entry",
+]
+
+K8S_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.7.0"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
+TEST_DRIVER = "dra-test-driver"
+"""The upstream DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), built beside the control plane."""
+
+GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
+_GO_PACKAGES = {
+    "etcd": "go.etcd.io/etcd/server/v3",
+    "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+    TEST_DRIVER: "k8s.io/kubernetes/test/e2e/dra/test-driver",
+}
+_RELEASE_DATE = "2026-10-27T12:01:04Z"  # k8s.io/kubernetes v1.37.2 module time, stamped as buildDate
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of one complete set of control-plane binaries."""
+
+    directory: Path
+    source: str  # "dir", "cache", "download" or "build"
+
+    def path(self, component: str) -> Path:
+        return self.directory / component
+
+    def has(self, component: str) -> bool:
+        p = self.path(component)
+        return p.is_file() and os.access(p, os.X_OK)
+
+
+def cache_entry(version: str = K8S_VERSION) -> Path:
+    return cache_dir() / "bin" / version
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_manifest(directory: Path, version: str, source: str) -> None:
+    files = {p.name: _sha256(p) for p in sorted(directory.iterdir()) if p.is_file() and p.name != "manifest.json"}
+    manifest = {"version": version, "source": source, "created": time.time(), "sha256": files}
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def verify_cache_entry(directory: Path, components: tuple[str, ...] = COMPONENTS) -> None:
+    """Raise HarnessError naming the entry if it is incomplete or does not match its manifest."""
+    hint = f"remove {directory} (or run `draguard cluster build --force`) to rebuild it"
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+        hashes = manifest["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"corrupt binary cache entry {directory}: unreadable manifest.json; {hint}") from exc
+    for name in components:
+        path = directory / name
+        if name not in hashes or not path.is_file():
+            raise HarnessError(f"corrupt binary cache entry {directory}: {name} is missing; {hint}")
+        # Size first: a full hash of ~500 MB of binaries would cost seconds on every start.
+        if path.stat().st_size == 0 or (_verify_full() and _sha256(path) != hashes[name]):
+            raise HarnessError(f"corrupt binary cache entry {directory}: {name} does not match its sha256; {hint}")
+
+
+def _verify_full() -> bool:
+    return os.environ.get("DRAGUARD_VERIFY_CACHE", "1") != "0"
+
+
+def _platform() -> tuple[str, str]:
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    return platform.system().lower(), arch
+
+
+# -- download -------------------------------------------------------------------------------------
+
+
+def _fetch(url: str, dest: Path, timeout: float = 60.0) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp, dest.open("wb") as out:
+            shutil.copyfileobj(resp, out, 1 << 20)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise HarnessError(f"cannot download {url}: {exc}") from exc
+
+
+def download_release(
+    dest_root: Path | None = None, version: str = K8S_VERSION, base_url: str | None = None, progress: Progress = print
+) -> Binaries:
+    """Download the official release binaries, checking each against its published sha256.
+
+    Layout (as on dl.k8s.io): ``<base>/<version>/bin/<os>/<arch>/<name>`` with ``<name>.sha256`` beside it;
+    etcd comes from ``<base>/etcd/<etcd-version>/etcd-<etcd-version>-<os>-<arch>.tar.gz`` plus ``SHA256SUMS``
+    (the real default points at the etcd GitHub release, whose layout is the same).
+    """
+    base = (base_url or os.environ.get("DRAGUARD_RELEASE_URL") or "https://dl.k8s.io/release").rstrip("/")
+    etcd_base = (
+        f"{base}/etcd/{ETCD_VERSION}"
+        if base_url or os.environ.get("DRAGUARD_RELEASE_URL")
+        else f"https://github.com/etcd-io/etcd/releases/download/{ETCD_VERSION}"
+    )
+    osname, arch = _platform()
+    final = dest_root or cache_entry(version)
+    partial = final.with_name(final.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        for name in COMPONENTS[1:]:
+            url = f"{base}/{version}/bin/{osname}/{arch}/{name}"
+            progress(f"downloading {url}")
+            _fetch(url, partial / name)
+            _fetch(url + ".sha256", partial / f"{name}.sha256")
+            want = (partial / f"{name}.sha256").read_text().split()[0].strip().lower()
+            (partial / f"{name}.sha256").unlink()
+            got = _sha256(partial / name)
+            if got != want:
+                raise HarnessError(f"sha256 mismatch for {url}: expected {want}, got {got}")
+            (partial / name).chmod(0o755)
+        tarname = f"etcd-{ETCD_VERSION}-{osname}-{arch}.tar.gz"
+        progress(f"downloading {etcd_base}/{tarname}")
+        _fetch(f"{etcd_base}/{tarname}", partial / tarname)
+        _fetch(f"{etcd_base}/SHA256SUMS", partial / "SHA256SUMS")
+        sums = dict(
+            reversed(line.split()) for line in (partial / "SHA256SUMS").read_text().splitlines() if line.strip()
+        )
+        if sums.get(tarname) != _sha256(partial / tarname):
+            raise HarnessError(f"sha256 mismatch for {etcd_base}/{tarname}")
+        with tarfile.open(partial / tarname) as tar:
+            member = next((m for m in tar.getmembers() if m.name.endswith("/etcd") and m.isfile()), None)
+            if member is None:
+                raise HarnessError(f"{etcd_base}/{tarname} has no etcd binary")
+            src = tar.extractfile(member)
+            assert src is not None
+            with (partial / "etcd").open("wb") as out:
+                shutil.copyfileobj(src, out)
+        (partial / "etcd").chmod(0o755)
+        (partial / tarname).unlink()
+        (partial / "SHA256SUMS").unlink()
+        _write_manifest(partial, version, "download")
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return Binaries(final, "download")
+
+
+# -- build ----------------------------------------------------------------------------------------
+
+
+def _ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate={_RELEASE_DATE}",
+        ]
+    return " ".join(flags) + " -s -w"
+
+
+def build_from_source(
+    dest_root: Path | None = None,
+    version: str = K8S_VERSION,
+    components: tuple[str, ...] = (*COMPONENTS, TEST_DRIVER),
+    progress: Progress = print,
+) -> Binaries:
+    """Build the binaries from Go modules; minutes warm, tens of minutes cold on 2 cores."""
+    go = shutil.which("go")
+    if go is None:
+        raise HarnessError(
+            "no control-plane binaries found and no Go toolchain to build them: install Go >= 1.26, "
+            "or set DRAGUARD_BIN_DIR to a directory with etcd, kube-apiserver, kube-scheduler, kube-controller-manager"
+        )
+    final = dest_root or cache_entry(version)
+    partial = final.with_name(final.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    # The module may sit in a read-only site-packages: build from a private copy.
+    workdir = Path(tempfile.mkdtemp(prefix="draguard-gomod-"))
+    for name in ("go.mod", "go.sum", "tools.go"):
+        shutil.copy(GOMOD_DIR / name, workdir / name)
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    log_path = final.with_name(final.name + ".build.log")
+    started = time.monotonic()
+    try:
+        with log_path.open("w") as log:
+            for name in components:
+                progress(f"building {name} ({_GO_PACKAGES[name]}) with {go}")
+                cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(version), "-o", str(partial / name), _GO_PACKAGES[name]]
+                proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                assert proc.stdout is not None
+                count = 0
+                last = time.monotonic()
+                for line in proc.stdout:
+                    log.write(line)
+                    count += 1
+                    if time.monotonic() - last > 15:
+                        progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
+                        last = time.monotonic()
+                if proc.wait() != 0:
+                    log.flush()
+                    tail = "".join(log_path.read_text().splitlines(keepends=True)[-5:])
+                    raise HarnessError(f"go build of {name} failed (full log: {log_path}):\n{tail}")
+        _write_manifest(partial, version, "build")
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    progress(f"built {', '.join(components)} in {time.monotonic() - started:.0f}s into {final}")
+    return Binaries(final, "build")
+
+
+# -- resolution -----------------------------------------------------------------------------------
+
+
+def resolve(
+    bin_dir: str | Path | None = None,
+    version: str = K8S_VERSION,
+    allow_download: bool | None = None,
+    allow_build: bool = True,
+    progress: Progress = print,
+) -> Binaries:
+    """Find a complete set of binaries, fetching or building one if needed (see module docstring)."""
+    explicit = bin_dir or os.environ.get("DRAGUARD_BIN_DIR")
+    if explicit:
+        d = Path(explicit).expanduser()
+        missing = [c for c in COMPONENTS if not Binaries(d, "dir").has(c)]
+        if missing:
+            raise HarnessError(f"binary directory {d} lacks executable {', '.join(missing)}")
+        return Binaries(d, "dir")
+    entry = cache_entry(version)
+    if entry.exists():
+        verify_cache_entry(entry)
+        return Binaries(entry, "cache")
+    if allow_download is None:
+        allow_download = os.environ.get("DRAGUARD_DOWNLOAD", "1") != "0"
+    if allow_download:
+        try:
+            return download_release(version=version, progress=progress)
+        except HarnessError as exc:
+            if not allow_build:
+                raise
+            progress(f"download failed ({exc}); building from Go modules instead")
+    if not allow_build:
+        raise HarnessError(f"no control-plane binaries for {version} in {entry} and building is off")
+    return build_from_source(version=version, progress=progress)

@@ -1,0 +1,410 @@
+"""The local backend: a real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager).
+
+Each cluster has a name and a run directory ``<state>/clusters/<name>/`` holding its certificates,
+kubeconfigs, etcd data, component logs and ``cluster.json`` (ports, pids, feature gates). Several
+clusters can run at once: every port is picked free. Any one component can be restarted (the chaos
+steps restart the scheduler, the controller manager and the apiserver). ``down`` stops everything and
+checks that no process or port is left; a cluster whose owner died is found through ``cluster.json``.
+
+Talks to: the binaries (``binaries.resolve``), the API server (through ``Kube``), the filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import HarnessError, UsageError
+from ..kube import Kube
+from ..paths import state_dir
+from . import binaries as bins
+from .pki import Pki, write_kubeconfig
+from .process import Supervised, free_port, kill_pid, pid_alive, port_is_free
+
+__all__ = ["LocalCluster", "ClusterConfig", "COMPONENT_ORDER", "clusters_root", "list_clusters"]
+
+COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+RESTARTABLE = {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "apiserver", "scheduler", "controller-manager"}
+_ALIASES = {"apiserver": "kube-apiserver", "scheduler": "kube-scheduler", "controller-manager": "kube-controller-manager"}
+
+# API group versions that features need served, per gate (1.37; see shared/reference/dra-facts.md §5).
+_GATE_RUNTIME_CONFIG = {
+    "GenericWorkload": ("scheduling.k8s.io/v1beta1",),
+    "DRAWorkloadResourceClaims": ("scheduling.k8s.io/v1beta1",),
+    "CompositePodGroup": ("scheduling.k8s.io/v1alpha3",),
+    "DRAResourcePoolStatus": ("resource.k8s.io/v1alpha3",),
+}
+
+
+def clusters_root() -> Path:
+    return state_dir() / "clusters"
+
+
+def list_clusters() -> list[str]:
+    root = clusters_root()
+    return sorted(p.name for p in root.iterdir() if (p / "cluster.json").exists()) if root.exists() else []
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What a cluster is started with. Feature gates go to every component."""
+
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    runtime_config: Mapping[str, str] = field(default_factory=dict)
+    node_monitor_grace_period: str = "20s"
+
+    def effective_runtime_config(self) -> dict[str, str]:
+        rc = dict(self.runtime_config)
+        for gate, on in self.feature_gates.items():
+            if on:
+                for gv in _GATE_RUNTIME_CONFIG.get(gate, ()):
+                    rc.setdefault(gv, "true")
+        return rc
+
+    def gates_flag(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        return ["--feature-gates=" + ",".join(f"{k}={'true' if v else 'false'}" for k, v in sorted(self.feature_gates.items()))]
+
+
+def _validate_name(name: str) -> None:
+    if not name or len(name) > 40 or not all(c.isalnum() or c in "-_" for c in name):
+        raise UsageError(f"cluster name {name!r}: use 1-40 letters, digits, '-' or '_'")
+
+
+class LocalCluster:
+    """A real local control plane. Use as a context manager or call ``up()``/``down()``."""
+
+    def __init__(
+        self,
+        name: str = "default",
+        config: ClusterConfig | None = None,
+        bin_dir: str | Path | None = None,
+        base_dir: Path | None = None,
+        die_with_parent: bool = True,
+        progress: Any = print,
+    ) -> None:
+        _validate_name(name)
+        self.name = name
+        self.config = config or ClusterConfig()
+        self.bin_dir = bin_dir
+        self.dir = (base_dir or clusters_root()) / name
+        self.die_with_parent = die_with_parent
+        self.progress = progress
+        self.components: dict[str, Supervised] = {}
+        self.ports: dict[str, int] = {}
+        self._binaries: bins.Binaries | None = None
+
+    # -- paths --------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "admin.kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "cluster.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    def kube(self) -> Kube:
+        return Kube.from_kubeconfig(self.kubeconfig)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> LocalCluster:
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def up(self, timeout: float = 90.0) -> LocalCluster:
+        """Start every component and wait until the API serves; raises HarnessError, leaving nothing running."""
+        if self.state_file.exists():
+            state = self._read_state()
+            if any(pid_alive(p) for p in state.get("pids", {}).values()):
+                raise HarnessError(
+                    f"cluster {self.name!r} is already running (see {self.state_file}); "
+                    f"run `draguard cluster down --name {self.name}` first"
+                )
+        self._binaries = bins.resolve(self.bin_dir, progress=self.progress)
+        started = time.monotonic()
+        try:
+            self._prepare()
+            for component in COMPONENT_ORDER:
+                self.components[component] = self._supervised(component)
+                self.components[component].start(timeout=max(5.0, timeout - (time.monotonic() - started)))
+                self._write_state()
+            self._wait_api_ready(timeout - (time.monotonic() - started))
+        except BaseException:
+            self.down(remove=False)
+            raise
+        self._write_state()
+        return self
+
+    def _prepare(self) -> None:
+        for sub in ("etcd", "logs"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for key in ("etcd-client", "etcd-peer", "apiserver", "scheduler", "controller-manager"):
+            self.ports[key] = free_port()
+        pki = Pki(self.dir / "pki")
+        pki.generate(
+            {
+                "admin": ("draguard-admin", "system:masters"),
+                "scheduler": ("system:kube-scheduler", None),
+                "controller-manager": ("system:kube-controller-manager", None),
+            }
+        )
+        write_kubeconfig(self.kubeconfig, self.server, pki, "admin", f"draguard-{self.name}")
+        write_kubeconfig(self.dir / "scheduler.kubeconfig", self.server, pki, "scheduler", f"draguard-{self.name}")
+        write_kubeconfig(
+            self.dir / "controller-manager.kubeconfig", self.server, pki, "controller-manager", f"draguard-{self.name}"
+        )
+
+    def _argv(self, component: str) -> list[str]:
+        assert self._binaries is not None
+        exe = str(self._binaries.path(component))
+        pki = Pki(self.dir / "pki")
+        gates = self.config.gates_flag()
+        p = self.ports
+        if component == "etcd":
+            return [
+                exe,
+                "--name=draguard",
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{p['etcd-client']}",
+                f"--advertise-client-urls=http://127.0.0.1:{p['etcd-client']}",
+                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-cluster=draguard=http://127.0.0.1:{p['etcd-peer']}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ]
+        if component == "kube-apiserver":
+            rc = self.config.effective_runtime_config()
+            return [
+                exe,
+                f"--etcd-servers=http://127.0.0.1:{p['etcd-client']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p['apiserver']}",
+                f"--tls-cert-file={pki.serving_crt}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_crt}",
+                f"--cert-dir={self.dir / 'pki' / 'apiserver-generated'}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                "--authorization-mode=Node,RBAC",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                *gates,
+                *(["--runtime-config=" + ",".join(f"{k}={v}" for k, v in sorted(rc.items()))] if rc else []),
+            ]
+        if component == "kube-controller-manager":
+            kc = self.dir / "controller-manager.kubeconfig"
+            return [
+                exe,
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['controller-manager']}",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_crt}",
+                f"--cluster-signing-cert-file={pki.ca_crt}",
+                f"--cluster-signing-key-file={pki.ca_key}",
+                f"--node-monitor-grace-period={self.config.node_monitor_grace_period}",
+                "--node-monitor-period=2s",
+                "--profiling=false",
+                *gates,
+            ]
+        if component == "kube-scheduler":
+            kc = self.dir / "scheduler.kubeconfig"
+            return [
+                exe,
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['scheduler']}",
+                "--profiling=false",
+                *gates,
+            ]
+        raise HarnessError(f"unknown component {component!r}")
+
+    def _supervised(self, component: str) -> Supervised:
+        port_key = {"etcd": "etcd-client", "kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager", "kube-scheduler": "scheduler"}[component]
+        if not port_is_free(self.ports[port_key]):
+            raise HarnessError(f"{component}: port {self.ports[port_key]} on 127.0.0.1 is already taken")
+        return Supervised(
+            name=component,
+            argv=self._argv(component),
+            log=self.logs / f"{component}.log",
+            ready=self._probe_for(component),
+            die_with_parent=self.die_with_parent,
+        )
+
+    def _wait_api_ready(self, timeout: float) -> None:
+        """Ready means: /readyz, the default namespace and service account controller work, DRA v1 served."""
+        kube = self.kube()
+        deadline = time.monotonic() + max(timeout, 5.0)
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                groups = kube.request("GET", "/apis/resource.k8s.io/v1")
+                if groups.get("resources") and kube.get("Namespace", "default") is not None:
+                    return
+            except HarnessError as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise HarnessError(f"API server of cluster {self.name!r} never became usable: {last}")
+
+    def restart(self, component: str, timeout: float = 60.0) -> None:
+        """Restart one component (SIGTERM, then start again with the same flags and ports)."""
+        component = _ALIASES.get(component, component)
+        if component not in self.components:
+            raise UsageError(f"unknown component {component!r}; components: {', '.join(COMPONENT_ORDER)}")
+        sup = self.components[component]
+        sup.stop()
+        sup.restarts += 1
+        sup.start(timeout)
+        if component in ("kube-apiserver", "etcd"):
+            self._wait_api_ready(timeout)
+        self._write_state()
+
+    def stop_component(self, component: str) -> None:
+        component = _ALIASES.get(component, component)
+        self.components[component].stop()
+        self._write_state()
+
+    def start_component(self, component: str, timeout: float = 60.0) -> None:
+        component = _ALIASES.get(component, component)
+        self.components[component].start(timeout)
+        self._write_state()
+
+    def down(self, remove: bool = False) -> None:
+        """Stop every component in reverse order; verify that no pid and no port is left."""
+        pids = {c: s.pid for c, s in self.components.items() if s.pid}
+        if not pids and self.state_file.exists():
+            pids = {k: int(v) for k, v in self._read_state().get("pids", {}).items()}
+            self.ports = {k: int(v) for k, v in self._read_state().get("ports", {}).items()}
+        for component in reversed(COMPONENT_ORDER):
+            if component in self.components:
+                self.components[component].stop()
+            elif component in pids:
+                kill_pid(pids[component])
+        leftovers = [f"{c} (pid {p})" for c, p in pids.items() if pid_alive(p)]
+        if leftovers:
+            raise HarnessError(f"cluster {self.name!r}: could not stop {', '.join(leftovers)}")
+        self.components.clear()
+        if self.state_file.exists():
+            self.state_file.unlink()
+        if remove:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- state ----------------------------------------------------------------------------------
+    def _write_state(self) -> None:
+        state = {
+            "name": self.name,
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server if "apiserver" in self.ports else None,
+            "ports": self.ports,
+            "pids": {c: s.pid for c, s in self.components.items() if s.pid and s.alive()},
+            "owner": os.getpid(),
+            "binaries": str(self._binaries.directory) if self._binaries else None,
+            "version": bins.K8S_VERSION,
+            "featureGates": dict(self.config.feature_gates),
+            "runtimeConfig": self.config.effective_runtime_config(),
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.state_file)
+
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.state_file.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    @classmethod
+    def attach(cls, name: str = "default", base_dir: Path | None = None) -> LocalCluster:
+        """A handle on a cluster started by another process (for status, down and restarts)."""
+        cluster = cls(name, base_dir=base_dir)
+        state = cluster._read_state()
+        if not state:
+            raise UsageError(f"no cluster named {name!r} (looked in {cluster.dir})")
+        cluster.ports = {k: int(v) for k, v in state.get("ports", {}).items()}
+        cluster.config = ClusterConfig(
+            feature_gates=state.get("featureGates", {}), runtime_config=state.get("runtimeConfig", {})
+        )
+        if state.get("binaries"):
+            cluster._binaries = bins.Binaries(Path(state["binaries"]), "cache")
+        for component, pid in state.get("pids", {}).items():
+            sup = cluster._supervised_for_attach(component)
+            sup.pid = int(pid)
+            cluster.components[component] = sup
+        return cluster
+
+    def _supervised_for_attach(self, component: str) -> Supervised:
+        sup = Supervised(name=component, argv=self._argv(component), log=self.logs / f"{component}.log", ready=lambda: True)
+        probes = self._probe_for(component)
+        sup.ready = probes
+        sup.die_with_parent = False
+        return sup
+
+    def _probe_for(self, component: str) -> Any:
+        return {
+            "etcd": lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd-client']}/health"),
+            "kube-apiserver": lambda: _http_ok(f"{self.server}/readyz", insecure=True),
+            "kube-controller-manager": lambda: _http_ok(
+                f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", insecure=True
+            ),
+            "kube-scheduler": lambda: _http_ok(f"https://127.0.0.1:{self.ports['scheduler']}/healthz", insecure=True),
+        }[component]
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per component: pid, alive, ready."""
+        out: dict[str, dict[str, Any]] = {}
+        for component in COMPONENT_ORDER:
+            sup = self.components.get(component)
+            alive = bool(sup and sup.alive())
+            out[component] = {
+                "pid": sup.pid if sup else None,
+                "alive": alive,
+                "ready": bool(alive and self._probe_for(component)()),
+                "restarts": sup.restarts if sup else 0,
+            }
+        return out
+
+
+_INSECURE = ssl.create_default_context()
+_INSECURE.check_hostname = False
+_INSECURE.verify_mode = ssl.CERT_NONE
+
+
+def _http_ok(url: str, insecure: bool = False) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=_INSECURE if insecure else None) as resp:
+            return bool(resp.status == 200)
+    except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+        return False

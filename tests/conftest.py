@@ -1,0 +1,1 @@
+"""Shared test configuration: the draguard pytest plugin is loaded through its pytest11 entry point."""
