@@ -1,0 +1,27 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (the suite).
+# Each installs what it needs: a virtual environment with the Python dependencies, and the
+# control-plane binaries (cache, official release, or a build from Go modules; see README).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test install binaries
+
+$(BIN)/draguard: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(BIN)/draguard
+
+binaries: install
+	$(BIN)/draguard cluster build
+
+demo: binaries
+	$(BIN)/draguard demo
+
+test: binaries
+	$(BIN)/python -m draguard.harness.grpcapi.regen --check
+	$(BIN)/lint-imports
+	$(BIN)/pytest

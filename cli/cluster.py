@@ -1,0 +1,184 @@
+"""``draguard cluster up|down|status|kubeconfig|build|restart``: the local backend from the command line."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from draguard.harness.cluster import binaries as bins
+from draguard.harness.cluster.local import COMPONENT_ORDER, ClusterConfig, LocalCluster, list_clusters
+from draguard.harness.errors import UsageError
+
+__all__ = ["command"]
+
+_err = Console(stderr=True)
+
+
+def _progress(message: str) -> None:
+    _err.print(f"[dim]{message}[/dim]")
+
+
+def _parse_pairs(values: tuple[str, ...], what: str, boolean: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values:
+        for part in item.split(","):
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            if not sep or not key:
+                raise UsageError(f"{what} {part!r}: expected KEY=VALUE")
+            if boolean:
+                if value.lower() not in ("true", "false"):
+                    raise UsageError(f"{what} {part!r}: value must be true or false")
+                out[key] = value.lower() == "true"
+            else:
+                out[key] = value
+    return out
+
+
+name_option = click.option("--name", default="default", show_default=True, help="Cluster name (several may run at once).")
+
+
+@click.group("cluster")
+def command() -> None:
+    """Run a real local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager)."""
+
+
+@command.command("up")
+@name_option
+@click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
+@click.option("--feature-gates", multiple=True, help="KEY=true|false[,...] for every component, e.g. GenericWorkload=true.")
+@click.option("--runtime-config", multiple=True, help="GROUP/VERSION=true[,...] API versions to serve.")
+@click.option("--wait/--no-wait", default=False, help="Stay in the foreground until Ctrl-C, then tear down.")
+def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], wait: bool) -> None:
+    """Start a cluster and print its kubeconfig path."""
+    config = ClusterConfig(
+        feature_gates=_parse_pairs(feature_gates, "feature gate", True),
+        runtime_config=_parse_pairs(runtime_config, "runtime config", False),
+    )
+    cluster = LocalCluster(name, config, bin_dir=bin_dir, die_with_parent=wait, progress=_progress)
+    started = time.monotonic()
+    # Ctrl-C during start-up must not leave half a cluster behind: up() tears down on any exception.
+    signal.signal(signal.SIGTERM, _interrupt)
+    cluster.up()
+    _err.print(f"cluster [bold]{name}[/bold] ready in {time.monotonic() - started:.1f}s ({bins.K8S_VERSION})")
+    click.echo(str(cluster.kubeconfig))
+    if wait:
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            cluster.down()
+
+
+@command.command("down")
+@name_option
+@click.option("--all", "all_", is_flag=True, help="Stop every local cluster.")
+@click.option("--purge", is_flag=True, help="Also remove the run directory (logs, certificates, etcd data).")
+def down(name: str, all_: bool, purge: bool) -> None:
+    """Stop a cluster; no process and no port is left behind."""
+    names = list_clusters() if all_ else [name]
+    for n in names:
+        LocalCluster.attach(n).down(remove=purge)
+        _err.print(f"cluster [bold]{n}[/bold] stopped")
+
+
+@command.command("status")
+@name_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(name: str, as_json: bool) -> None:
+    """Show each component's pid, liveness and readiness. Exit 1 if any is down."""
+    cluster = LocalCluster.attach(name)
+    st = cluster.status()
+    if as_json:
+        click.echo(json.dumps({"name": name, "kubeconfig": str(cluster.kubeconfig), "components": st}, indent=2))
+    else:
+        table = Table(title=f"cluster {name}")
+        for col in ("component", "pid", "alive", "ready", "restarts"):
+            table.add_column(col)
+        for component in COMPONENT_ORDER:
+            s = st[component]
+            table.add_row(component, str(s["pid"]), _yes(s["alive"]), _yes(s["ready"]), str(s["restarts"]))
+        Console().print(table)
+    if not all(s["ready"] for s in st.values()):
+        sys.exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _yes(v: bool) -> str:
+    return "[green]yes[/green]" if v else "[red]no[/red]"
+
+
+@command.command("kubeconfig")
+@name_option
+def kubeconfig(name: str) -> None:
+    """Print the path of the cluster's admin kubeconfig."""
+    click.echo(str(LocalCluster.attach(name).kubeconfig))
+
+
+@command.command("restart")
+@name_option
+@click.argument("component", type=click.Choice(["etcd", "apiserver", "scheduler", "controller-manager", *COMPONENT_ORDER]))
+def restart(name: str, component: str) -> None:
+    """Restart one component of a running cluster."""
+    LocalCluster.attach(name).restart(component)
+    _err.print(f"{component} restarted")
+
+
+@command.command("build")
+@click.option("--force", is_flag=True, help="Rebuild even if the cache has the binaries.")
+@click.option("--download/--no-download", default=True, help="Try the official release binaries first.")
+def build(force: bool, download: bool) -> None:
+    """Fetch or build the control-plane binaries into the cache and print their directory."""
+    entry = bins.cache_entry()
+    if force and entry.exists():
+        import shutil
+
+        shutil.rmtree(entry)
+    found = bins.resolve(allow_download=download, progress=_progress)
+    click.echo(str(found.directory))
+
+
+@command.command("check")
+@name_option
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), help="Check this cluster instead of a local one.")
+@click.option("--report-dir", type=click.Path(file_okay=False), default="draguard-report", show_default=True)
+def check(name: str, kubeconfig: str | None, report_dir: str) -> None:
+    """Run the DRA allocation self-check against a cluster; exit 1 if a step fails."""
+    from pathlib import Path
+
+    from draguard.harness.kube import Kube
+    from draguard.harness.selfcheck import run_allocation_check
+
+    kube = Kube.from_kubeconfig(kubeconfig) if kubeconfig else LocalCluster.attach(name).kube()
+    result = run_allocation_check(kube)
+    print_check(result)
+    out = Path(report_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "selfcheck.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+    click.echo(str((out / "selfcheck.json").resolve()))
+    if not result.ok:
+        sys.exit(1)
+
+
+def print_check(result: Any) -> None:
+    table = Table(title="DRA allocation check")
+    table.add_column("step")
+    table.add_column("ok")
+    table.add_column("detail")
+    for step, ok, detail in result.steps:
+        table.add_row(step, _yes(ok), detail)
+    _err.print(table)
+    _err.print(("[green]PASS[/green]" if result.ok else "[red]FAIL[/red]") + f" in {result.seconds:.1f}s")

@@ -1,0 +1,113 @@
+"""Bad environments give one clear error, exit code 2, and leave nothing running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from draguard.cli.main import main
+from draguard.harness.cluster import binaries as bins
+from draguard.harness.cluster import local
+from draguard.harness.cluster.local import LocalCluster
+from draguard.harness.cluster.process import pid_alive
+from draguard.harness.errors import HarnessError
+
+
+def _real_bin_dir() -> Path:
+    entry = bins.cache_entry()
+    if os.environ.get("DRAGUARD_BIN_DIR"):
+        return Path(os.environ["DRAGUARD_BIN_DIR"])
+    if not entry.exists():
+        pytest.skip(f"no control-plane binaries in {entry} (make binaries builds them)")
+    return entry
+
+
+def _fake_bin_dir(tmp_path: Path, broken: str) -> Path:
+    real = _real_bin_dir()
+    d = tmp_path / "bin"
+    d.mkdir()
+    for name in bins.COMPONENTS:
+        if name == broken:
+            (d / name).write_text("#!/bin/sh\necho 'E1203 flag --bogus: the disk is on fire' >&2\nexit 1\n")
+            (d / name).chmod(0o755)
+        else:
+            (d / name).symlink_to(real / name)
+    return d
+
+
+def _processes_under(path: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(path) in line and "ps -eo" not in line]
+
+
+def test_unknown_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "up", "--bogus"]) == 2
+    assert "No such option '--bogus'" in capsys.readouterr().err
+
+
+def test_a_component_that_fails_to_start_shows_its_last_log_lines_and_nothing_is_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bin_dir = _fake_bin_dir(tmp_path, broken="kube-apiserver")
+    state = tmp_path / "state"
+    env_before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)
+    try:
+        code = main(["cluster", "up", "--name", "broken", "--bin-dir", str(bin_dir)])
+    finally:
+        if env_before is None:
+            os.environ.pop("XDG_STATE_HOME")
+        else:
+            os.environ["XDG_STATE_HOME"] = env_before
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "kube-apiserver exited with code 1 while starting" in err
+    assert "the disk is on fire" in err
+    assert "Traceback" not in err
+    time.sleep(0.5)
+    assert _processes_under(bin_dir) == []
+
+
+def test_a_taken_port_is_reported_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = _real_bin_dir()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    ports = iter([port, *[local.free_port() for _ in range(4)]])
+    monkeypatch.setattr(local, "free_port", lambda: next(ports))
+    cluster = LocalCluster("taken", bin_dir=bin_dir, base_dir=tmp_path)
+    with pytest.raises(HarnessError, match=f"etcd: port {port} on 127.0.0.1 is already taken"):
+        cluster.up()
+    taken.close()
+    assert cluster.components == {}
+
+
+@pytest.mark.cluster
+def test_a_killed_owner_takes_its_control_plane_with_it(tmp_path: Path) -> None:
+    bin_dir = _real_bin_dir()
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from draguard.harness.cluster.local import LocalCluster\n"
+        f"c = LocalCluster('orphan', bin_dir={str(bin_dir)!r}, base_dir=Path({str(tmp_path)!r}))\n"
+        "c.up(); print('UP', flush=True); time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "UP"
+    import json
+
+    pids = json.loads((tmp_path / "orphan" / "cluster.json").read_text())["pids"]
+    assert len(pids) == 4 and all(pid_alive(p) for p in pids.values())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids.values()):
+        time.sleep(0.1)
+    assert [c for c, p in pids.items() if pid_alive(p)] == []

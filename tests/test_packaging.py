@@ -1,0 +1,83 @@
+"""The design's folders install under namespaced import names, from a wheel and editable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import click
+import pytest
+
+import draguard.harness
+from draguard.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_editable_install_maps_each_folder_to_its_namespaced_package() -> None:
+    import draguard.chaos
+    import draguard.conformance
+    import draguard.reports
+
+    assert Path(draguard.harness.__file__).resolve() == ROOT / "harness" / "__init__.py"
+
+    assert Path(draguard.chaos.__file__).resolve().parent == ROOT / "chaos"
+    assert Path(draguard.conformance.__file__).resolve().parent == ROOT / "conformance"
+    assert Path(draguard.reports.__file__).resolve().parent == ROOT / "reports"
+
+
+def test_a_wheel_installs_namespaced_packages_with_their_data(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(tmp_path.glob("draguard-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for expected in (
+        "draguard/harness/__init__.py",
+        "draguard/chaos/__init__.py",
+        "draguard/conformance/plugin.py",
+        "draguard/reports/__init__.py",
+        "draguard/cli/main.py",
+        "draguard/harness/cluster/gomod/go.mod",
+        "draguard/harness/cluster/gomod/go.sum",
+        "draguard/harness/grpcapi/proto/dra_v1.proto",
+    ):
+        assert expected in names, expected
+    assert not any(n.startswith(("harness/", "tests/")) for n in names)
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)], check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import draguard.harness.kube as k, draguard.cli.main; print(k.__file__)"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip().startswith(str(target))
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "draguard = draguard.cli.main:main" in text
+    assert "draguard = draguard.conformance.plugin" in text
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for name, cmd in group.commands.items():
+        out.append((*prefix, name))
+        if isinstance(cmd, click.Group):
+            out += _commands(cmd, (*prefix, name))
+    return out
+
+
+@pytest.mark.parametrize("path", _commands(cli), ids=" ".join)
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage: " in result.output and path[-1] in result.output
