@@ -40,7 +40,8 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; library errors become one clear line and an exit code, never a traceback."""
     try:
-        cli.main(args=argv, prog_name="draguard", standalone_mode=False)
+        # Without standalone mode click returns a command's ctx.exit(code) instead of raising it.
+        result = cli.main(args=argv, prog_name="draguard", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("draguard: interrupted", err=True)
         return 130
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("draguard: interrupted", err=True)
         return 130
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""``draguard driver``: run DRA drivers for fake nodes. Parses options and delegates to
+:mod:`draguard.harness.driver.service`.
+
+    draguard driver fake --kubeconfig FILE --node NAME [--root DIR] [--driver NAME]
+                         [--devices N | --topology FILE] [--mutant NAME]
+                         [--health-interval S] [--reset-ms MS] [--log-level LEVEL]
+
+The command line is scripted by users: keep it stable.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from draguard.harness.paths import DEFAULT_DRIVER, state_dir
+
+__all__ = ["command"]
+
+
+@click.group("driver")
+def command() -> None:
+    """Run DRA kubelet plugins for fake nodes."""
+
+
+def _mutant_help() -> str:
+    from draguard.harness.driver.mutants import MUTANTS
+
+    return "reproduce a known driver bug: " + ", ".join(sorted(MUTANTS))
+
+
+@command.command("fake")
+@click.option(
+    "--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="cluster to use"
+)
+@click.option("--node", required=True, help="Node this driver serves (pool name, spec.nodeName)")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="node directories root [default: <state dir>/nodes]",
+)
+@click.option("--driver", "driver_name", default=DEFAULT_DRIVER, show_default=True, help="driver name")
+@click.option("--devices", type=click.IntRange(1, 512), default=None, help="N generic GPUs [default: 8]")
+@click.option(
+    "--topology", type=click.Path(dir_okay=False, path_type=Path), default=None, help="node topology file (YAML/JSON)"
+)
+@click.option("--mutant", default=None, help=_mutant_help())
+@click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True, help="seconds")
+@click.option("--reset-ms", type=click.IntRange(0, 60000), default=5, show_default=True, help="simulated reset time")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+def fake(
+    kubeconfig: Path,
+    node: str,
+    root: Path | None,
+    driver_name: str,
+    devices: int | None,
+    topology: Path | None,
+    mutant: str | None,
+    health_interval: float,
+    reset_ms: int,
+    log_level: str,
+) -> None:
+    """Run the fake DRA driver for one node until SIGTERM/SIGINT (sockets removed, checkpoint kept)."""
+    from draguard.harness.driver.service import DriverConfig, build, serve
+
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
+    )
+    config = DriverConfig(
+        kubeconfig=kubeconfig,
+        node=node,
+        root=root if root is not None else state_dir() / "nodes",
+        driver=driver_name,
+        devices=devices,
+        topology=topology,
+        mutant=mutant,
+        health_interval=health_interval,
+        reset_seconds=reset_ms / 1000,
+    )
+    driver = build(config)
+
+    def _stop(signum: int, frame: Any) -> None:
+        driver.stop.set()
+
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        serve(driver)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

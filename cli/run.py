@@ -1,0 +1,143 @@
+"""``draguard run SCENARIO...`` and ``draguard cleanup``: play scenarios, undo what a crashed run left."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
+from draguard.harness.errors import EXIT_FAILED, EXIT_OK
+from draguard.harness.result import RunResult, ScenarioResult
+from draguard.harness.runner.journal import pending_journals, recover
+from draguard.harness.runner.runner import Runner, RunOptions
+from draguard.harness.scenario.loader import load_scenarios
+from draguard.harness.scenario.types import Scenario
+
+__all__ = ["COMMANDS"]
+
+_err = Console(stderr=True)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command("run")
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path())
+@click.option("--cluster", "backend", type=click.Choice(["local", "kubeconfig"]), help="Override the scenarios' backend.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig of an existing cluster (--cluster kubeconfig).")
+@click.option("--context", help="Context in the kubeconfig.")
+@click.option("--report-dir", type=click.Path(file_okay=False), default="draguard-report", show_default=True,
+              help="Where verdict.json and each scenario's timeline.json go.")
+@click.option("--seed", type=int, help="Override every scenario's seed.")
+@click.option("--dry-run", is_flag=True, help="Print what would be created and which fault hits which target; touch nothing.")
+@click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
+def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None, context: str | None,
+        report_dir: str, seed: int | None, dry_run: bool, bin_dir: str | None) -> None:
+    """Run scenario files (or folders of them) and write verdict.json; exit 0 if all met expectations."""
+    loaded = load_scenarios(scenarios)
+    if dry_run:
+        for sc in loaded:
+            print_plan(sc, seed)
+        return
+    signal.signal(signal.SIGTERM, _interrupt)
+    out = Path(report_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = RunResult(run_id="")
+    for sc in loaded:
+        with _err.status(f"[bold]{sc.name}[/bold]: starting") as status:
+            def progress(message: str, sc: Scenario = sc) -> None:
+                status.update(f"[bold]{sc.name}[/bold]: {message}")
+                _err.log(f"{sc.name}: {message}", highlight=False)
+
+            runner = Runner(sc, RunOptions(backend=backend, kubeconfig=kubeconfig, context=context, bin_dir=bin_dir,
+                                           report_dir=out, seed=seed, progress=progress))
+            result.run_id = result.run_id or runner.run_id
+            result.scenarios.append(runner.run())
+    (out / "verdict.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+    print_summary(result)
+    click.echo(f"verdict: {(out / 'verdict.json').resolve()}")
+    for s in result.scenarios:
+        if s.timeline_file:
+            click.echo(f"timeline: {Path(s.timeline_file).resolve()}")
+    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+def print_summary(result: RunResult) -> None:
+    table = Table(title="draguard verdict")
+    for col in ("scenario", "result", "invariants", "steps", "seconds"):
+        table.add_column(col)
+    for s in result.scenarios:
+        table.add_row(s.name, "[green]met[/green]" if s.ok else "[red]NOT met[/red]", _invariants(s),
+                      f"{sum(st.ok for st in s.steps)}/{len(s.steps)} ok", f"{s.duration:.0f}")
+    _err.print(table)
+    for s in result.scenarios:
+        if s.error:
+            _err.print(f"[red]{s.name}: {s.error}[/red]")
+        for name, inv in s.invariants.items():
+            if not inv.met:
+                want = "hold" if inv.expected == "hold" else "be violated"
+                _err.print(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]")
+                for v in inv.violations[:5]:
+                    _err.print(f"    {v.message}")
+
+
+def _invariants(s: ScenarioResult) -> str:
+    parts = []
+    for name, inv in s.invariants.items():
+        if inv.expected is None:
+            continue
+        mark = "✓" if inv.met else "✗"
+        parts.append(f"{mark}{name}{'(violated)' if inv.status == 'violated' else ''}")
+    return " ".join(parts)
+
+
+def print_plan(sc: Scenario, seed: int | None) -> None:
+    from draguard.harness.runner import deploy
+
+    console = Console()
+    console.print(f"[bold]{sc.name}[/bold] ({sc.source}) seed={seed if seed is not None else sc.seed}")
+    console.print(f"  cluster: {sc.cluster.backend} feature gates {dict(sc.cluster.feature_gates) or '{}'}")
+    console.print(f"  driver: {sc.driver.kind} {sc.driver.name}" + (f" mutant={sc.driver.mutant}" if sc.driver.mutant else ""))
+    for n in sc.nodes:
+        t = n.topology
+        what = (t.preset or f"{t.gpus} GPUs" if t and (t.preset or t.gpus) else f"{len(t.devices)} devices" if t else "-")
+        console.print(f"  node {n.name}: {what}")
+    for dc in sc.device_classes:
+        console.print(f"  create DeviceClass {dc.name}")
+    for w in sc.workloads:
+        for obj in deploy.claim_objects(w, "<namespace>", "<run>"):
+            console.print(f"  create {obj['kind']} {obj['metadata']['name']}")
+        if w.gang == "podgroup":
+            console.print(f"  create PodGroup {w.name} (minCount {w.min_count})")
+    order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc)]
+    console.print(f"  create pods in order: {', '.join(order)}")
+    for step in sc.timeline:
+        when = f"at {step.at.total_seconds():.0f}s" if step.at is not None else f"when {step.when}"
+        target = step.target
+        console.print(f"  step {step.name}: {step.fault} {when} target={target if target else 'default'} "
+                      f"(random choices drawn with seed {seed if seed is not None else sc.seed}:{step.index})")
+    console.print(f"  expect hold={list(sc.expect.hold)} violate={list(sc.expect.violate)}")
+
+
+@click.command("cleanup")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig to clean (default: the one each run journaled).")
+def cleanup(kubeconfig: str | None) -> None:
+    """Undo what interrupted or crashed runs left behind: faults, processes, labelled objects."""
+    journals = pending_journals()
+    if not journals:
+        _err.print("nothing to clean up")
+        return
+    for path in journals:
+        done = recover(path, kubeconfig, log=lambda m: _err.print(m))
+        _err.print(f"run {path.stem}: " + ("; ".join(done) if done else "nothing left"))
+
+
+COMMANDS = [run, cleanup]

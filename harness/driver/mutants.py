@@ -1,0 +1,153 @@
+"""Mutants: switchable modes of the fake driver that reproduce known DRA driver bugs.
+
+The conformance suite is run against the correct driver (every check passes) and against each
+mutant (the checks aimed at that bug fail), as csi-sanity is tested against its mock driver. A
+mutant is a subclass of :class:`Mutant` registered with :func:`mutant`; its docstring says which
+bug it models and how the bug shows, and it switches on exactly one behaviour flag that
+:mod:`.plugin` consults. The registry rejects a duplicate name, a missing docstring, or a class
+that switches no flag or several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
+
+from ..errors import DefinitionError, UsageError
+
+__all__ = ["Mutant", "MUTANTS", "mutant", "get_mutant", "FLAGS"]
+
+FLAGS = (
+    "forget_before_reset",
+    "keep_prepare_started",
+    "accept_stale_prepare",
+    "unprepare_needs_claim",
+    "incomplete_cdi",
+    "allow_double_allocation",
+)
+
+
+class Mutant:
+    """The correct driver: no bug switched on."""
+
+    name: ClassVar[str] = "none"
+    upstream: ClassVar[str] = ""
+    forget_before_reset: ClassVar[bool] = False
+    keep_prepare_started: ClassVar[bool] = False
+    accept_stale_prepare: ClassVar[bool] = False
+    unprepare_needs_claim: ClassVar[bool] = False
+    incomplete_cdi: ClassVar[bool] = False
+    allow_double_allocation: ClassVar[bool] = False
+
+    @classmethod
+    def describe(cls) -> str:
+        return (cls.__doc__ or "").strip().splitlines()[0]
+
+
+MUTANTS: dict[str, type[Mutant]] = {}
+
+
+M = TypeVar("M", bound=type[Mutant])
+
+
+def mutant(name: str, upstream: str) -> Callable[[M], M]:
+    """Class decorator: register a mutant under ``name``; ``upstream`` cites the bug it models."""
+
+    def register(cls: M) -> M:
+        where = f"mutant class {cls.__qualname__}"
+        if not (isinstance(cls, type) and issubclass(cls, Mutant)):
+            raise DefinitionError(f"{where}: must subclass Mutant")
+        if name in MUTANTS:
+            raise DefinitionError(f"{where}: name {name!r} is already registered by {MUTANTS[name].__qualname__}")
+        if not (cls.__doc__ or "").strip() or cls.__doc__ == Mutant.__doc__:
+            raise DefinitionError(f"{where}: add a docstring that says which bug it models")
+        switched = [f for f in FLAGS if getattr(cls, f)]
+        if len(switched) != 1:
+            raise DefinitionError(f"{where}: switch on exactly one of {', '.join(FLAGS)} (got {switched or 'none'})")
+        cls.name = name
+        cls.upstream = upstream
+        MUTANTS[name] = cls
+        return cls
+
+    return register
+
+
+def get_mutant(name: str | None) -> type[Mutant]:
+    """The mutant called ``name`` (``None`` or ``"none"``: the correct driver)."""
+    if name is None or name == "none":
+        return Mutant
+    try:
+        return MUTANTS[name]
+    except KeyError:
+        raise UsageError(f"--mutant {name!r}: no such mutant; known: {', '.join(sorted(MUTANTS))}") from None
+
+
+@mutant("forget-before-reset", upstream="the correct order is reset, then forget (KEP-4381 unprepare contract)")
+class ForgetBeforeReset(Mutant):
+    """Unprepare drops the claim from the checkpoint before resetting its devices.
+
+    When the reset then fails (or the driver dies during it) nothing remembers which claim held
+    the device: the device stays ``failed``/``resetting`` with no claim, unprepare has already
+    reported success, the kubelet never retries, and the device is lost to the node (a leak).
+    """
+
+    forget_before_reset = True
+
+
+@mutant("prepare-started-leak", upstream="kubernetes-sigs/dra-driver-nvidia-gpu#840")
+class PrepareStartedLeak(Mutant):
+    """Claims stuck in ``PrepareStarted`` are never cleaned up.
+
+    A prepare interrupted after its first checkpoint write leaves a ``PrepareStarted`` entry;
+    unprepare treats such an entry as "nothing to do" and reports success, and no background
+    cleanup looks at it, so its devices stay reserved for a claim that no longer exists.
+    """
+
+    keep_prepare_started = True
+
+
+@mutant("stale-prepare", upstream="kubernetes-sigs/dra-driver-nvidia-gpu#1162 (fixed by PR #1188)")
+class StalePrepare(Mutant):
+    """A prepare that was in flight when the same claim was unprepared still succeeds.
+
+    The kubelet gave up on a slow prepare and unprepared the claim; when the stale prepare
+    finishes, the driver records the claim as prepared again, and its devices stay allocated to a
+    claim the kubelet considers unprepared ("already allocated to different claim" later).
+    """
+
+    accept_stale_prepare = True
+
+
+@mutant("unprepare-needs-claim", upstream="NVIDIA/k8s-dra-driver#340 (fixed by PR #342)")
+class UnprepareNeedsClaim(Mutant):
+    """Unprepare reads the ResourceClaim from the API server and fails when it is gone.
+
+    Unprepare must work from the claim UID and local state only: a user may force-delete the
+    pod and its claim while the pod runs. This mutant then fails unprepare forever and the
+    devices are never released.
+    """
+
+    unprepare_needs_claim = True
+
+
+@mutant("incomplete-cdi", upstream="kubernetes-sigs/dra-driver-nvidia-gpu#1380")
+class IncompleteCdi(Mutant):
+    """Prepare writes a CDI spec that names none of the returned CDI device IDs.
+
+    Prepare reports success, but the runtime cannot resolve the IDs (or the container starts
+    without its device), as when the spec is generated before the device nodes exist.
+    """
+
+    incomplete_cdi = True
+
+
+@mutant("double-allocation", upstream="kubernetes-sigs/dra-driver-nvidia-gpu PR #817")
+class DoubleAllocation(Mutant):
+    """Prepare hands a device that another prepared claim holds to a second claim.
+
+    The driver does not check its own records before preparing, so a scheduler race (a device
+    freed in the API before the node unprepared it) gives two claims the same device.
+    """
+
+    allow_double_allocation = True
+

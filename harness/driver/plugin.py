@@ -1,0 +1,404 @@
+"""The fake driver's behaviour: NodePrepareResources and NodeUnprepareResources on simulated devices.
+
+:class:`FakeDriver` owns the checkpoint (:mod:`.state`), writes CDI specs (:mod:`.cdi`), asks fault
+control (:mod:`.faults`) where a fault may strike and follows the active mutant (:mod:`.mutants`).
+It reads ResourceClaims through a :class:`ClaimReader` (the API server via ``Kube`` in the driver
+process). The gRPC layer (:mod:`.service`) only converts messages.
+
+The correct driver:
+
+* prepare reads the claim, checks UID, driver, pool (= this node) and device names, reserves the
+  devices (``PrepareStarted``), writes the CDI spec, then records ``PrepareCompleted``; a second
+  prepare returns the same devices; a prepare that was in flight while the claim was unprepared
+  is rejected as stale; a device another claim holds is never handed out twice;
+* unprepare needs only the claim UID: it resets and drains each device (prepared -> resetting ->
+  free), removes the CDI spec and forgets the claim only after every reset succeeded; a failed
+  reset leaves the device ``failed``, keeps the claim and reports an error for that claim so the
+  kubelet retries; an unknown claim is success;
+* errors are per claim, never for the whole batch;
+* claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..paths import NodeDirs
+from . import cdi
+from .faults import FaultControl
+from .mutants import Mutant
+from .state import (
+    Checkpoint,
+    ClaimRecord,
+    ClaimState,
+    DeviceRecord,
+    DeviceState,
+    PreparedDevice,
+    cleanup_temporaries,
+)
+from .topology import DeviceInfo, Inventory
+
+__all__ = ["ClaimRef", "ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError"]
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim as the kubelet names it in a request."""
+
+    uid: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.uid})"
+
+
+class ClaimReader(Protocol):
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+class KubeClaims:
+    """Reads ResourceClaims from the API server."""
+
+    def __init__(self, kube: Any) -> None:
+        self.kube = kube
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        obj: dict[str, Any] | None = self.kube.get("ResourceClaim", name, namespace)
+        return obj
+
+
+@dataclass
+class PrepareResult:
+    devices: list[PreparedDevice] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    device: str
+    healthy: bool
+    message: str = ""
+
+
+class ClaimError(Exception):
+    """Prepare or unprepare of one claim failed; the message goes into that claim's response."""
+
+
+class FakeDriver:
+    """Simulated devices of one node, prepared and unprepared for claims."""
+
+    def __init__(
+        self,
+        *,
+        driver: str,
+        node: str,
+        dirs: NodeDirs,
+        inventory: Inventory,
+        claims: ClaimReader,
+        mutant: type[Mutant] = Mutant,
+        faults: FaultControl | None = None,
+        reset_seconds: float = 0.005,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.driver = driver
+        self.node = node
+        self.dirs = dirs
+        self.inventory = inventory
+        self.claims = claims
+        self.mutant = mutant
+        self.reset_seconds = reset_seconds
+        self.log = log or logging.getLogger("draguard.driver")
+        self.plugin_dir: Path = dirs.plugin_dir(driver)
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        dirs.cdi.mkdir(parents=True, exist_ok=True)
+        self.faults = faults or FaultControl(self.plugin_dir, self.log)
+        self.checkpoint_path = self.plugin_dir / "checkpoint.json"
+        cleanup_temporaries(self.plugin_dir, "checkpoint.json.")
+        cleanup_temporaries(dirs.cdi, f"{driver}-")
+        self.cp = Checkpoint.load(self.checkpoint_path, driver, node)
+        unknown = sorted(set(self.cp.devices) - set(inventory.names))
+        if unknown:
+            self.log.warning("checkpoint names devices the topology does not publish: %s", ", ".join(unknown))
+        self._lock = threading.RLock()
+        self._seq = 0
+        self._unprepared_at: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self.log.info(
+            "loaded checkpoint: %d claims, %d devices not free",
+            len(self.cp.claims),
+            sum(1 for r in self.cp.devices.values() if r.state is not DeviceState.FREE),
+        )
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _crash(self, point: str) -> None:
+        self.faults.crash(point)
+
+    def _save(self) -> None:
+        self.cp.save(self.checkpoint_path, crash=self._crash)
+
+    def snapshot(self) -> Checkpoint:
+        """A copy of the current state (for tests and the health stream)."""
+        with self._lock:
+            return Checkpoint.from_json(self.cp.to_json())
+
+    def _conflict(self, uid: str, info: DeviceInfo) -> str | None:
+        for name, rec in self.cp.devices.items():
+            if rec.state is DeviceState.FREE or (rec.claim == uid and rec.claim is not None):
+                continue
+            other = self.inventory.get(name)
+            other_units = other.units if other else frozenset([name])
+            if info.units & other_units:
+                holder = f"claim {rec.claim}" if rec.claim else "no claim"
+                what = "it" if name == info.name else f"overlapping device {name}"
+                return f"device {info.name} is not available: {what} is {rec.state.value} for {holder}"
+        return None
+
+    # -- prepare --------------------------------------------------------------------------------
+    def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        """Prepare each claim; every claim gets a result, failures are per claim."""
+        with self._lock:
+            start = self._seq
+        out: dict[str, PrepareResult] = {}
+        for ref in refs:
+            try:
+                out[ref.uid] = PrepareResult(devices=self._prepare_one(ref, start))
+                self.log.info("prepared %s: %s", ref, ", ".join(d.device for d in out[ref.uid].devices))
+            except ClaimError as exc:
+                self.log.warning("prepare %s failed: %s", ref, exc)
+                out[ref.uid] = PrepareResult(error=str(exc))
+            except Exception as exc:  # a bug or an I/O error: still only this claim fails
+                self.log.exception("prepare %s failed unexpectedly", ref)
+                out[ref.uid] = PrepareResult(error=f"internal error preparing {ref}: {exc}")
+        return out
+
+    def _read_allocation(self, ref: ClaimRef) -> list[tuple[dict[str, Any], DeviceInfo]]:
+        obj = self.claims.get_claim(ref.namespace, ref.name)
+        what = f"ResourceClaim {ref.namespace}/{ref.name}"
+        if obj is None:
+            raise ClaimError(f"{what} not found in the API server")
+        api_uid = obj.get("metadata", {}).get("uid", "")
+        if api_uid != ref.uid:
+            raise ClaimError(f"{what}: UID mismatch: the API server has {api_uid}, the request names {ref.uid}")
+        allocation = (obj.get("status") or {}).get("allocation")
+        if not allocation:
+            raise ClaimError(f"{what} is not allocated")
+        for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms", []):
+            for f in term.get("matchFields", []):
+                if f.get("key") == "metadata.name" and f.get("operator") == "In" and self.node not in f.get("values", []):
+                    raise ClaimError(f"{what} is allocated to node(s) {', '.join(f.get('values', []))}, not {self.node}")
+        results = (allocation.get("devices") or {}).get("results") or []
+        mine = [r for r in results if r.get("driver") == self.driver]
+        if not mine:
+            drivers = sorted({str(r.get("driver")) for r in results})
+            raise ClaimError(
+                f"{what} has no device of driver {self.driver} (allocated from: {', '.join(drivers) or 'nothing'})"
+            )
+        out = []
+        for r in mine:
+            if r.get("pool") != self.node:
+                raise ClaimError(
+                    f"{what}: device {r.get('device')} is from pool {r.get('pool')!r}, not this node's pool {self.node!r}"
+                )
+            info = self.inventory.get(str(r.get("device")))
+            if info is None:
+                raise ClaimError(f"{what}: device {r.get('device')!r} is not published by {self.driver} on {self.node}")
+            out.append((r, info))
+        return out
+
+    def _prepare_one(self, ref: ClaimRef, start: int) -> list[PreparedDevice]:
+        self._crash("prepare.begin")
+        with self._lock:
+            rec = self.cp.claims.get(ref.uid)
+            if rec is not None and rec.state is ClaimState.PREPARE_COMPLETED:
+                return rec.devices  # idempotent: no API read, same devices and CDI IDs
+        allocated = self._read_allocation(ref)
+        self._crash("prepare.after_read")
+        if self.faults.prepare_fails(ref.uid, ref.namespace, ref.name):
+            raise ClaimError(f"injected prepare failure for {ref}")
+        hang = self.faults.prepare_hang(ref.uid, ref.namespace, ref.name)
+        if hang:
+            self.log.warning("prepare %s: injected hang of %.1fs", ref, hang)
+            time.sleep(hang)
+        with self._lock:
+            if not self.mutant.accept_stale_prepare and self._unprepared_at.get(ref.uid, -1) > start:
+                raise ClaimError(f"stale prepare of {ref}: the claim was unprepared while this call was in flight")
+            rec = self.cp.claims.get(ref.uid)
+            if rec is not None and rec.state is ClaimState.PREPARE_COMPLETED:
+                return rec.devices
+            if rec is not None and rec.state is ClaimState.UNPREPARE_STARTED:
+                raise ClaimError(f"{ref} is being unprepared (a device reset failed or was interrupted); unprepare it again")
+            if not self.mutant.allow_double_allocation:
+                for r, info in allocated:
+                    if r.get("adminAccess"):
+                        continue
+                    problem = self._conflict(ref.uid, info)
+                    if problem:
+                        raise ClaimError(f"{ref}: {problem}")
+            devices = [PreparedDevice([str(r.get("request", ""))], self.node, info.name) for r, info in allocated]
+            admin = {info.name for r, info in allocated if r.get("adminAccess")}
+            rec = ClaimRecord(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, devices)
+            self.cp.claims[ref.uid] = rec
+            wanted = {d.device for d in devices} - admin
+            for name in self.cp.held_by(ref.uid):
+                if name not in wanted:  # left over from an earlier attempt with other devices
+                    self.cp.devices[name] = DeviceRecord()
+            for name in wanted:
+                self.cp.devices[name] = DeviceRecord(DeviceState.PREPARED, ref.uid)
+            self._save()
+            self._crash("prepare.after_started")
+            cdi.write_spec(
+                self.dirs.cdi,
+                self.driver,
+                ref.uid,
+                [cdi.CdiDevice(info.name, info.uuid, str(r.get("request", ""))) for r, info in allocated],
+                incomplete=self.mutant.incomplete_cdi,
+            )
+            self._crash("prepare.after_cdi")
+            for d in devices:
+                d.cdi_device_ids = [cdi.device_id(self.driver, ref.uid, d.device)]
+            rec.state = ClaimState.PREPARE_COMPLETED
+            self._save()
+            self._crash("prepare.after_completed")
+            return devices
+
+    # -- unprepare ------------------------------------------------------------------------------
+    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        """Unprepare each claim; the value is that claim's error, ``""`` on success."""
+        out: dict[str, str] = {}
+        for ref in refs:
+            try:
+                self._unprepare_one(ref)
+                out[ref.uid] = ""
+            except ClaimError as exc:
+                self.log.warning("unprepare %s failed: %s", ref, exc)
+                out[ref.uid] = str(exc)
+            except Exception as exc:
+                self.log.exception("unprepare %s failed unexpectedly", ref)
+                out[ref.uid] = f"internal error unpreparing {ref}: {exc}"
+        return out
+
+    def _reset(self, name: str) -> str:
+        """Reset and drain one device; returns an error message, empty on success."""
+        self._crash("unprepare.during_reset")
+        time.sleep(self.reset_seconds)
+        if self.faults.reset_fails(name):
+            return f"reset of device {name} failed (injected)"
+        return ""
+
+    def _unprepare_one(self, ref: ClaimRef) -> None:
+        self._crash("unprepare.begin")
+        if self.faults.unprepare_fails(ref.uid, ref.namespace, ref.name):
+            raise ClaimError(f"injected unprepare failure for {ref}")
+        if self.mutant.unprepare_needs_claim:
+            obj = self.claims.get_claim(ref.namespace, ref.name)
+            if obj is None or obj.get("metadata", {}).get("uid") != ref.uid:
+                raise ClaimError(f"cannot unprepare {ref}: ResourceClaim not found in the API server")
+        with self._lock:
+            self._seq += 1
+            self._unprepared_at[ref.uid] = self._seq
+            self._unprepared_at.move_to_end(ref.uid)
+            while len(self._unprepared_at) > 10000:
+                self._unprepared_at.popitem(last=False)
+            rec = self.cp.claims.get(ref.uid)
+            if rec is None:
+                self.log.info("unprepare %s: unknown claim, nothing to do", ref)
+                return
+            if self.mutant.keep_prepare_started and rec.state is ClaimState.PREPARE_STARTED:
+                return
+            if self.mutant.forget_before_reset:
+                self._unprepare_forget_first(ref)
+                return
+            held = self.cp.held_by(ref.uid)
+            rec.state = ClaimState.UNPREPARE_STARTED
+            for name in held:
+                self.cp.devices[name] = DeviceRecord(DeviceState.RESETTING, ref.uid)
+            self._save()
+            self._crash("unprepare.after_started")
+            errors = []
+            for name in held:
+                error = self._reset(name)
+                if error:
+                    errors.append(error)
+                    self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error)
+                else:
+                    self.cp.devices[name] = DeviceRecord()
+            if errors:
+                self._save()
+                raise ClaimError(f"{ref}: {'; '.join(errors)}; the claim stays prepared, retry unprepare")
+            self._crash("unprepare.after_reset")
+            cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
+            self._crash("unprepare.after_cdi_removed")
+            del self.cp.claims[ref.uid]
+            self._save()
+            self._crash("unprepare.after_forget")
+            self.log.info("unprepared %s: reset %s", ref, ", ".join(held) or "no devices")
+
+    def _unprepare_forget_first(self, ref: ClaimRef) -> None:
+        """The forget-before-reset mutant (see mutants.ForgetBeforeReset)."""
+        held = self.cp.held_by(ref.uid)
+        del self.cp.claims[ref.uid]
+        for name in held:
+            self.cp.devices[name] = DeviceRecord(DeviceState.RESETTING, ref.uid)
+        cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
+        self._save()
+        self._crash("unprepare.after_forget")
+        errors = []
+        for name in held:
+            error = self._reset(name)
+            self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error) if error else DeviceRecord()
+            if error:
+                errors.append(error)
+        self._save()
+        if errors:
+            raise ClaimError(f"{ref}: {'; '.join(errors)}")
+
+    # -- background -----------------------------------------------------------------------------
+    def cleanup_stale(self) -> list[str]:
+        """Unprepare claims a crash left in ``PrepareStarted`` whose ResourceClaim is gone or replaced."""
+        if self.mutant.keep_prepare_started:
+            return []
+        with self._lock:
+            started = [r for r in self.cp.claims.values() if r.state is ClaimState.PREPARE_STARTED]
+        cleaned = []
+        for rec in started:
+            try:
+                obj = self.claims.get_claim(rec.namespace, rec.name)
+            except Exception as exc:  # the API is down: try again next round
+                self.log.warning("stale-claim cleanup: cannot read %s/%s: %s", rec.namespace, rec.name, exc)
+                continue
+            if obj is not None and obj.get("metadata", {}).get("uid") == rec.uid:
+                continue
+            ref = ClaimRef(rec.uid, rec.namespace, rec.name)
+            with self._lock:
+                current = self.cp.claims.get(rec.uid)
+                if current is None or current.state is not ClaimState.PREPARE_STARTED:
+                    continue
+                try:
+                    self._unprepare_one(ref)
+                    cleaned.append(rec.uid)
+                    self.log.info("stale-claim cleanup: unprepared %s", ref)
+                except ClaimError as exc:
+                    self.log.warning("stale-claim cleanup of %s failed: %s", ref, exc)
+        return cleaned
+
+    def health(self) -> list[DeviceHealth]:
+        unhealthy = self.faults.unhealthy()
+        with self._lock:
+            states = {n: r for n, r in self.cp.devices.items()}
+        out = []
+        for d in self.inventory.devices:
+            rec = states.get(d.name)
+            if d.name in unhealthy:
+                out.append(DeviceHealth(d.name, False, unhealthy[d.name]))
+            elif rec is not None and rec.state is DeviceState.FAILED:
+                out.append(DeviceHealth(d.name, False, rec.message or "device reset failed"))
+            else:
+                out.append(DeviceHealth(d.name, True))
+        return out

@@ -1,0 +1,192 @@
+"""Run the fake driver as a subprocess: start, wait until both sockets answer, stop, kill -9, restart.
+
+Used by the node agent, the runner and the tests. The child is ``python -m draguard.cli driver
+fake ...`` with stdout and stderr appended to ``<plugins>/<driver>/driver.log``; the checkpoint,
+faults file and CDI specs live in the node's directories, so a restarted child recovers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import HarnessError
+from ..paths import DEFAULT_DRIVER, NodeDirs, state_dir
+from .faults import set_faults
+from .state import Checkpoint, read_checkpoint
+
+__all__ = ["FakeDriverProcess", "socket_accepts"]
+
+
+def socket_accepts(path: Path) -> bool:
+    """True when a server accepts connections on the unix socket ``path``."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(0.5)
+    try:
+        s.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+class FakeDriverProcess:
+    """One fake driver child process for one node."""
+
+    def __init__(
+        self,
+        kubeconfig: str | Path,
+        node: str,
+        root: str | Path | None = None,
+        driver: str = DEFAULT_DRIVER,
+        devices: int | None = None,
+        topology: str | Path | None = None,
+        mutant: str | None = None,
+        health_interval: float | None = None,
+        reset_ms: int | None = None,
+        log_level: str = "info",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.kubeconfig = Path(kubeconfig)
+        self.node = node
+        self.root = Path(root) if root is not None else state_dir() / "nodes"
+        self.driver = driver
+        self.dirs = NodeDirs(self.root, node)
+        self.args = ["--kubeconfig", str(self.kubeconfig), "--node", node, "--root", str(self.root)]
+        self.args += ["--driver", driver, "--log-level", log_level]
+        if devices is not None:
+            self.args += ["--devices", str(devices)]
+        if topology is not None:
+            self.args += ["--topology", str(topology)]
+        if mutant is not None:
+            self.args += ["--mutant", mutant]
+        if health_interval is not None:
+            self.args += ["--health-interval", str(health_interval)]
+        if reset_ms is not None:
+            self.args += ["--reset-ms", str(reset_ms)]
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    # -- paths ------------------------------------------------------------------------------------
+    @property
+    def dra_socket(self) -> Path:
+        return self.dirs.dra_socket(self.driver)
+
+    @property
+    def registration_socket(self) -> Path:
+        return self.dirs.registration_socket(self.driver)
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.dirs.plugin_dir(self.driver)
+
+    @property
+    def log_path(self) -> Path:
+        return self.plugin_dir / "driver.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, timeout: float = 30.0) -> FakeDriverProcess:
+        """Start the child and wait until both sockets accept connections."""
+        if self.alive:
+            raise HarnessError(f"fake driver for node {self.node} is already running (pid {self.pid})")
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ if self.env is None else self.env)
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "draguard.cli", "driver", "fake", *self.args],
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # a Ctrl-C in the parent's terminal is not the driver's business
+            )
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise HarnessError(
+                    f"fake driver for node {self.node} exited with {self.proc.returncode} while starting:\n"
+                    f"{self.log_tail()}"
+                )
+            if socket_accepts(self.dra_socket) and socket_accepts(self.registration_socket):
+                return
+            time.sleep(0.02)
+        raise HarnessError(
+            f"fake driver for node {self.node}: sockets not ready after {timeout:.0f}s:\n{self.log_tail()}"
+        )
+
+    def wait_exit(self, timeout: float = 10.0) -> int | None:
+        """Wait for the child to end by itself (an injected crash); its exit status, None if still alive."""
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; the exit status (None if never started)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill(self) -> int | None:
+        """SIGKILL now, as a node crash or ``kill -9`` would; sockets stay behind as on a real node."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.returncode
+
+    def restart(self, kill: bool = False, timeout: float = 30.0) -> FakeDriverProcess:
+        self.kill() if kill else self.stop()
+        return self.start(timeout)
+
+    # -- conveniences ---------------------------------------------------------------------------
+    def set_faults(self, **faults: Any) -> None:
+        set_faults(self.root, self.node, self.driver, **faults)
+
+    def checkpoint(self) -> Checkpoint:
+        return read_checkpoint(self.root, self.node, self.driver)
+
+    def __enter__(self) -> FakeDriverProcess:
+        return self.start() if not self.alive else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,367 @@
+"""The fake driver as a kubelet plugin: gRPC servicers, the two unix-socket servers, and the run loop.
+
+* ``<plugins>/<driver>/dra.sock`` serves ``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin``, the same
+  service in ``v1beta1`` and ``v1alpha1.DRAResourceHealth`` (NodeWatchResources);
+* ``<plugins_registry>/<driver>-reg.sock`` serves ``pluginregistration.Registration``: GetInfo
+  answers type ``DRAPlugin``, the driver name, the DRA socket path and the versions
+  ``v1.DRAPlugin``, ``v1beta1.DRAPlugin``.
+
+:func:`build` validates every input (names, topology, mutant, sockets) before anything starts, so
+bad input fails with one clear error and leaves nothing running; :func:`serve` then publishes the
+ResourceSlices, starts both servers and keeps slices and stale-claim cleanup going until stopped.
+The CLI (``draguard driver fake``) is a thin wrapper around these two.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from ..errors import HarnessError, UsageError
+from ..grpcapi import (
+    dra_health_v1alpha1_pb2 as health_pb,
+)
+from ..grpcapi import (
+    dra_health_v1alpha1_pb2_grpc as health_grpc,
+)
+from ..grpcapi import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    pluginregistration_pb2,
+    pluginregistration_pb2_grpc,
+)
+from ..paths import DEFAULT_DRIVER, NodeDirs
+from .faults import FaultControl
+from .mutants import get_mutant
+from .plugin import ClaimRef, FakeDriver, KubeClaims
+from .slices import SlicePublisher
+from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
+
+__all__ = [
+    "PLUGIN_TYPE",
+    "SUPPORTED_VERSIONS",
+    "DriverConfig",
+    "PluginServer",
+    "Driver",
+    "build",
+    "serve",
+    "check_socket_path",
+]
+
+log = logging.getLogger("draguard.driver")
+
+PLUGIN_TYPE = "DRAPlugin"
+SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+UNIX_PATH_MAX = 107
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+# -- servicers ------------------------------------------------------------------------------------
+
+
+class _DraServicer:
+    """NodePrepareResources / NodeUnprepareResources for one API version (same messages in both)."""
+
+    def __init__(self, driver: FakeDriver, pb: ModuleType) -> None:
+        self.driver = driver
+        self.pb = pb
+
+    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        refs = [ClaimRef(c.uid, c.namespace, c.name) for c in request.claims]
+        resp = self.pb.NodePrepareResourcesResponse()
+        for uid, result in self.driver.prepare(refs).items():
+            entry = resp.claims[uid]
+            if result.error:
+                entry.error = result.error
+                continue
+            for d in result.devices:
+                entry.devices.add(
+                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_device_ids
+                )
+        return resp
+
+    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        refs = [ClaimRef(c.uid, c.namespace, c.name) for c in request.claims]
+        resp = self.pb.NodeUnprepareResourcesResponse()
+        for uid, error in self.driver.unprepare(refs).items():
+            entry = resp.claims[uid]
+            if error:
+                entry.error = error
+        return resp
+
+
+class _DraV1(_DraServicer, dra_v1_pb2_grpc.DRAPluginServicer):
+    def __init__(self, driver: FakeDriver) -> None:
+        super().__init__(driver, dra_v1_pb2)
+
+
+class _DraV1beta1(_DraServicer, dra_v1beta1_pb2_grpc.DRAPluginServicer):
+    def __init__(self, driver: FakeDriver) -> None:
+        super().__init__(driver, dra_v1beta1_pb2)
+
+
+class _Registration(pluginregistration_pb2_grpc.RegistrationServicer):
+    def __init__(self, driver: str, endpoint: Path) -> None:
+        self.driver = driver
+        self.endpoint = endpoint
+        self.status: tuple[bool, str] | None = None
+
+    def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return pluginregistration_pb2.PluginInfo(
+            type=PLUGIN_TYPE, name=self.driver, endpoint=str(self.endpoint), supported_versions=list(SUPPORTED_VERSIONS)
+        )
+
+    def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.status = (request.plugin_registered, request.error)
+        if request.plugin_registered:
+            log.info("registered with the kubelet")
+        else:
+            log.error("the kubelet refused the registration: %s", request.error)
+        return pluginregistration_pb2.RegistrationStatusResponse()
+
+
+class _Health(health_grpc.DRAResourceHealthServicer):
+    def __init__(self, driver: FakeDriver, interval: float, stop: threading.Event) -> None:
+        self.driver = driver
+        self.interval = interval
+        self.stop = stop
+
+    def _message(self) -> Any:
+        now = int(time.time())
+        resp = health_pb.NodeWatchResourcesResponse()
+        for h in self.driver.health():
+            resp.devices.add(
+                device=health_pb.DeviceIdentifier(pool_name=self.driver.node, device_name=h.device),
+                health=health_pb.HEALTHY if h.healthy else health_pb.UNHEALTHY,
+                last_updated_time=now,
+                health_check_timeout_seconds=max(30, int(self.interval * 5)),
+                message=h.message,
+            )
+        return resp
+
+    def NodeWatchResources(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        last: list[Any] | None = None
+        sent_at = 0.0
+        while not self.stop.is_set() and context.is_active():
+            current = self.driver.health()
+            # Send on every change, and again now and then so the kubelet's timeout never expires.
+            if current != last or time.monotonic() - sent_at >= 10 * self.interval:
+                yield self._message()
+                last, sent_at = current, time.monotonic()
+            self.stop.wait(self.interval)
+
+
+# -- sockets and servers --------------------------------------------------------------------------
+
+
+def check_socket_path(path: Path) -> None:
+    """Make ``path`` free for a new socket: error if taken or unusable, remove a stale socket file."""
+    if len(str(path).encode()) > UNIX_PATH_MAX:
+        raise UsageError(
+            f"{path}: socket path is {len(str(path).encode())} bytes, more than the {UNIX_PATH_MAX} a unix "
+            f"socket allows; use a shorter --root"
+        )
+    if not os.path.lexists(path):
+        return
+    if not path.is_socket():
+        raise UsageError(f"{path}: exists and is not a socket; remove it or use another --root")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink(missing_ok=True)  # left behind by a killed driver
+        return
+    finally:
+        probe.close()
+    raise UsageError(f"{path}: socket is taken: another process is serving on it (a driver already running?)")
+
+
+class PluginServer:
+    """The DRA server (dra.sock) and the registration server (-reg.sock) of one driver."""
+
+    def __init__(
+        self,
+        driver: FakeDriver,
+        dra_socket: Path,
+        registration_socket: Path,
+        health_interval: float = 1.0,
+        max_workers: int = 16,
+    ) -> None:
+        self.driver = driver
+        self.dra_socket = dra_socket
+        self.registration_socket = registration_socket
+        self.stopping = threading.Event()
+        self.registration = _Registration(driver.driver, dra_socket)
+        self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dra"))
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1(driver), self._dra)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1beta1(driver), self._dra)
+        health_grpc.add_DRAResourceHealthServicer_to_server(_Health(driver, health_interval, self.stopping), self._dra)
+        self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
+        pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
+        self._started = False
+
+    def start(self) -> None:
+        for server, path in ((self._dra, self.dra_socket), (self._reg, self.registration_socket)):
+            check_socket_path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                server.add_insecure_port(f"unix://{path}")
+            except RuntimeError as exc:
+                raise HarnessError(f"{path}: cannot listen: {exc}") from exc
+        # Registration last: the kubelet connects to dra.sock as soon as it sees the -reg.sock.
+        self._dra.start()
+        self._reg.start()
+        self._started = True
+
+    def stop(self, grace: float = 1.0) -> None:
+        self.stopping.set()
+        if self._started:
+            self._reg.stop(grace).wait()
+            self._dra.stop(grace).wait()
+        for path in (self.registration_socket, self.dra_socket):
+            try:
+                if path.is_socket():
+                    path.unlink()
+            except OSError:
+                pass
+
+
+# -- configuration and run loop -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    """Everything ``draguard driver fake`` takes; defaults match the CLI's."""
+
+    kubeconfig: Path | None
+    node: str
+    root: Path
+    driver: str = DEFAULT_DRIVER
+    devices: int | None = None
+    topology: Path | None = None
+    mutant: str | None = None
+    health_interval: float = 1.0
+    reset_seconds: float = 0.005
+    cleanup_interval: float = 30.0
+    resync_interval: float = 1.0
+
+
+@dataclass
+class Driver:
+    """A built, not yet started driver: all inputs checked."""
+
+    config: DriverConfig
+    dirs: NodeDirs
+    inventory: Inventory
+    plugin: FakeDriver
+    server: PluginServer
+    publisher: SlicePublisher | None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _check_name(what: str, value: str, limit: int) -> None:
+    if not value or len(value) > limit or not _DNS_SUBDOMAIN.match(value):
+        raise UsageError(f"{what} {value!r}: must be a lower-case DNS subdomain of at most {limit} characters")
+
+
+def build(config: DriverConfig, kube: Any = None) -> Driver:
+    """Check every input and assemble the driver; raises UsageError/HarnessError naming the input."""
+    _check_name("--driver", config.driver, 63)
+    _check_name("--node", config.node, 253)
+    mutant = get_mutant(config.mutant)
+    if config.devices is not None and config.topology is not None:
+        raise UsageError("--devices and --topology: give one of them, not both")
+    specs = load_topology(config.topology).device_specs() if config.topology else generic(config.devices or DEFAULT_DEVICES)
+    inventory = resolve(specs, config.node)
+    dirs = NodeDirs(Path(config.root).absolute(), config.node)
+    # Both socket paths are checked before anything is written, so a taken socket leaves no trace.
+    check_socket_path(dirs.dra_socket(config.driver))
+    check_socket_path(dirs.registration_socket(config.driver))
+    if kube is None and config.kubeconfig is not None:
+        from ..kube import Kube
+
+        kube = Kube.from_kubeconfig(config.kubeconfig)
+    if kube is None:
+        raise UsageError("--kubeconfig: the fake driver needs an API server to read ResourceClaims")
+    dirs.create()
+    plugin = FakeDriver(
+        driver=config.driver,
+        node=config.node,
+        dirs=dirs,
+        inventory=inventory,
+        claims=KubeClaims(kube),
+        mutant=mutant,
+        faults=FaultControl(dirs.plugin_dir(config.driver), log),
+        reset_seconds=config.reset_seconds,
+        log=log,
+    )
+    server = PluginServer(
+        plugin, dirs.dra_socket(config.driver), dirs.registration_socket(config.driver), config.health_interval
+    )
+    publisher = SlicePublisher(kube, config.driver, config.node, log)
+    return Driver(config, dirs, inventory, plugin, server, publisher)
+
+
+def _sync(d: Driver, published: dict[str, Any]) -> None:
+    """Publish slices when the health picture changed (or never succeeded); errors are logged."""
+    if d.publisher is None:
+        return
+    unhealthy = {h.device: h.message for h in d.plugin.health() if not h.healthy}
+    if published.get("unhealthy") == unhealthy:
+        return
+    try:
+        d.publisher.publish(d.inventory, unhealthy)
+        published["unhealthy"] = unhealthy
+    except Exception as exc:  # the API or the Node may come later: retry next round
+        if published.get("error") != str(exc):
+            log.warning("cannot publish ResourceSlices yet: %s", exc)
+            published["error"] = str(exc)
+
+
+def serve(d: Driver, ready: Callable[[], None] | None = None) -> None:
+    """Run until ``d.stop`` is set: slices, both servers, stale-claim cleanup. Sockets go on exit."""
+    published: dict[str, Any] = {}
+    pid_file = d.dirs.plugin_dir(d.config.driver) / "driver.pid"
+    _sync(d, published)
+    d.server.start()
+    pid_file.write_text(f"{os.getpid()}\n")
+    log.info(
+        "serving %s for node %s on %s (%d devices%s)",
+        d.config.driver,
+        d.config.node,
+        d.server.dra_socket,
+        len(d.inventory.devices),
+        f", mutant {d.plugin.mutant.name}" if d.plugin.mutant.name != "none" else "",
+    )
+    if ready:
+        ready()
+    next_cleanup = time.monotonic()
+    try:
+        while not d.stop.is_set():
+            _sync(d, published)
+            if time.monotonic() >= next_cleanup:
+                next_cleanup = time.monotonic() + d.config.cleanup_interval
+                try:
+                    d.plugin.cleanup_stale()
+                except Exception:
+                    log.exception("stale-claim cleanup failed")
+            d.stop.wait(d.config.resync_interval)
+    finally:
+        d.server.stop()
+        pid_file.unlink(missing_ok=True)
+        log.info("stopped; checkpoint kept at %s", d.plugin.checkpoint_path)

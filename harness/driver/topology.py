@@ -1,0 +1,566 @@
+"""Node topology for the fake driver: the file format, the fleet presets, and the resolved inventory.
+
+A topology file (YAML or JSON) names a preset or lists devices::
+
+    apiVersion: draguard.dev/v1alpha1
+    kind: NodeTopology
+    preset: h100-sxm-8            # or: devices: [{name: gpu-0, index: 0, productName: ..., ...}]
+
+It is parsed at the edge into strict pydantic models and resolved, for one node, into a frozen
+:class:`Inventory`: the devices with the attributes a real GPU/NPU fleet publishes (product name,
+uuid, index, architecture, NVLink domain, PCIe root, NUMA node, memory) and, for partitionable
+devices, the shared counter sets that MIG-like slices consume. :mod:`.slices` turns the inventory
+into ResourceSlices; :mod:`.plugin` uses it to know which devices exist and which overlap.
+
+Preset values come from shared/reference/fleets.md; PCIe roots and bus ids are platform-specific
+and only plausible, and the A100 MIG sizes are derived from the memory-slice count, not measured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid as uuidlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..errors import Problem, UsageError
+
+__all__ = [
+    "PartitionProfile",
+    "Partitioning",
+    "DeviceSpec",
+    "NodeTopology",
+    "Version",
+    "DeviceInfo",
+    "CounterSet",
+    "Inventory",
+    "PRESETS",
+    "DEFAULT_DEVICES",
+    "preset",
+    "generic",
+    "load_topology",
+    "resolve",
+]
+
+DEFAULT_DEVICES = 8
+"""GPUs published when neither ``--devices`` nor ``--topology`` is given."""
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_UUID_NS = uuidlib.UUID("5b1ad0c5-7d0e-4b8e-9d0f-6472616775a1")
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PartitionProfile(_Strict):
+    """One MIG-like profile: how much of the parent it takes and where it may start."""
+
+    name: str = Field(description="profile name as the vendor spells it, e.g. 1g.10gb")
+    id: int = Field(ge=0, description="vendor profile id, part of the device name")
+    multiprocessors: int = Field(gt=0)
+    memorySlices: int = Field(gt=0)
+    placements: list[int] = Field(min_length=1, description="first memory slice of each placement")
+
+
+class Partitioning(_Strict):
+    """A partitionable parent: a counter set with its compute and memory, consumed by profiles."""
+
+    multiprocessors: int = Field(gt=0, description="multiprocessors the profiles share")
+    memorySlices: int = Field(default=8, gt=0, le=16)
+    profiles: list[PartitionProfile] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _placements_fit(self) -> Partitioning:
+        for p in self.profiles:
+            for start in p.placements:
+                if start < 0 or start + p.memorySlices > self.memorySlices:
+                    raise ValueError(
+                        f"profile {p.name}: placement {start} with {p.memorySlices} memory slices "
+                        f"does not fit in {self.memorySlices} memory slices"
+                    )
+        return self
+
+
+class DeviceSpec(_Strict):
+    """One physical accelerator of the node."""
+
+    name: str = Field(description="device name in the ResourceSlice (DNS label), e.g. gpu-0")
+    index: int = Field(ge=0)
+    type: Literal["gpu", "npu"] = "gpu"
+    productName: str = Field(min_length=1, max_length=64)
+    architecture: str = Field(min_length=1, max_length=64)
+    brand: str = Field(default="Nvidia", min_length=1, max_length=64)
+    memory: str = Field(description="memory capacity as a Kubernetes quantity, e.g. 81559Mi")
+    numaNode: int = Field(ge=0)
+    pcieRoot: str = Field(min_length=1, max_length=64)
+    pciBusID: str | None = None
+    nvlinkDomain: str | None = Field(
+        default=None, description="scale-up domain (NVLink clique, xGMI hive, Gaudi RoCE domain); default: the node"
+    )
+    uuid: str | None = Field(default=None, description="default: derived from node and device name")
+    attributes: dict[str, str | bool | int] = Field(default_factory=dict, description="extra attributes")
+    partitioning: Partitioning | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v) or len(v) > 63:
+            raise ValueError(f"{v!r} is not a DNS label (lower-case letters, digits, '-', at most 63)")
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not _QUANTITY.match(v):
+            raise ValueError(f"{v!r} is not a quantity such as 81559Mi or 80Gi")
+        return v
+
+
+class NodeTopology(_Strict):
+    """The top level of a topology file: a preset name or an explicit device list."""
+
+    apiVersion: Literal["draguard.dev/v1alpha1"] = "draguard.dev/v1alpha1"
+    kind: Literal["NodeTopology"] = "NodeTopology"
+    preset: str | None = None
+    devices: list[DeviceSpec] | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; known: {', '.join(sorted(PRESETS))}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> NodeTopology:
+        if (self.preset is None) == (self.devices is None):
+            raise ValueError("give exactly one of 'preset' and 'devices'")
+        if self.devices is not None:
+            if not self.devices:
+                raise ValueError("'devices' is empty")
+            seen: set[str] = set()
+            for d in self.devices:
+                if d.name in seen:
+                    raise ValueError(f"device name {d.name!r} appears twice")
+                seen.add(d.name)
+            indexes = [d.index for d in self.devices]
+            if len(set(indexes)) != len(indexes):
+                raise ValueError("device indexes must be unique")
+        return self
+
+    def device_specs(self) -> list[DeviceSpec]:
+        if self.devices is not None:
+            return list(self.devices)
+        assert self.preset is not None
+        return PRESETS[self.preset]()
+
+
+# -- resolved inventory ---------------------------------------------------------------------------
+
+
+class Version(str):
+    """A string published as a semantic-version attribute (``{"version": ...}``)."""
+
+
+AttrValue = str | int | bool | Version
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A device as published and prepared: its attributes and the physical units it occupies."""
+
+    name: str
+    kind: str
+    uuid: str
+    attributes: Mapping[str, AttrValue]
+    capacity: Mapping[str, str]
+    consumes: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    parent: str | None = None
+    units: frozenset[str] = frozenset()
+    """Physical units (a whole device, or memory slices of a parent): devices whose units overlap
+    cannot be prepared for two claims at once."""
+
+
+@dataclass(frozen=True)
+class CounterSet:
+    name: str
+    counters: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Everything one node's driver publishes and prepares."""
+
+    node: str
+    devices: tuple[DeviceInfo, ...]
+    counter_sets: tuple[CounterSet, ...] = ()
+    _by_name: dict[str, DeviceInfo] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({d.name: d for d in self.devices})
+
+    def get(self, name: str) -> DeviceInfo | None:
+        return self._by_name.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+
+def _uuid(prefix: str, node: str, name: str) -> str:
+    return f"{prefix}-{uuidlib.uuid5(_UUID_NS, f'{node}/{name}')}"
+
+
+def _mebibytes(quantity: str) -> int:
+    m = _QUANTITY.match(quantity)
+    assert m is not None
+    number = float(quantity[: len(quantity) - len(m.group(2) or "")])
+    factor = {
+        None: 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+        "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    }[m.group(2)]
+    return int(number * factor) // 2**20
+
+
+_SEMVER = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+
+
+def _is_version_attr(key: str, value: object) -> bool:
+    """Extra attributes named like versions are published as versions, as real drivers do."""
+    return isinstance(value, str) and bool(_SEMVER.match(value)) and (
+        key.endswith("Version") or key == "cudaComputeCapability"
+    )
+
+
+def resolve(topology: NodeTopology | list[DeviceSpec], node: str) -> Inventory:
+    """Turn a topology into the devices and counter sets one node publishes."""
+    specs = topology.device_specs() if isinstance(topology, NodeTopology) else topology
+    devices: list[DeviceInfo] = []
+    counter_sets: list[CounterSet] = []
+    for spec in specs:
+        base: dict[str, AttrValue] = {
+            "type": spec.type,
+            "index": spec.index,
+            "productName": spec.productName,
+            "architecture": spec.architecture,
+            "brand": spec.brand,
+            "numaNode": spec.numaNode,
+            "nvlinkDomain": spec.nvlinkDomain or node,
+            PCIE_ROOT: spec.pcieRoot,
+        }
+        if spec.pciBusID:
+            base[PCI_BUS_ID] = spec.pciBusID
+        base.update(
+            {k: Version(v) if _is_version_attr(k, v) else v for k, v in spec.attributes.items()}
+        )
+        gpu_uuid = spec.uuid or _uuid("GPU" if spec.type == "gpu" else "NPU", node, spec.name)
+        part = spec.partitioning
+        whole_units = frozenset(
+            [f"{spec.name}/mem{i}" for i in range(part.memorySlices)] if part else [spec.name]
+        )
+        consumes: tuple[tuple[str, Mapping[str, str]], ...] = ()
+        capacity: dict[str, str] = {"memory": spec.memory}
+        if part:
+            cset = f"{spec.name}-counter-set"
+            total = {"multiprocessors": str(part.multiprocessors), "memory": spec.memory}
+            total.update({f"memory-slice-{i}": "1" for i in range(part.memorySlices)})
+            counter_sets.append(CounterSet(cset, total))
+            consumes = ((cset, dict(total)),)
+            capacity["multiprocessors"] = str(part.multiprocessors)
+        devices.append(
+            DeviceInfo(
+                name=spec.name,
+                kind=spec.type,
+                uuid=gpu_uuid,
+                attributes={**base, "uuid": gpu_uuid},
+                capacity=capacity,
+                consumes=consumes,
+                units=whole_units,
+            )
+        )
+        if not part:
+            continue
+        mem_mib = _mebibytes(spec.memory)
+        for prof in part.profiles:
+            for start in prof.placements:
+                name = f"{spec.name}-mig-{prof.name.replace('.', '').replace('+', '')}-{prof.id}-{start}"
+                slices = range(start, start + prof.memorySlices)
+                memory = f"{mem_mib * prof.memorySlices // part.memorySlices}Mi"
+                mig_uuid = _uuid("MIG", node, name)
+                attrs: dict[str, AttrValue] = {
+                    **base,
+                    "type": "mig",
+                    "uuid": mig_uuid,
+                    "parentUUID": gpu_uuid,
+                    "profile": prof.name,
+                }
+                used = {"multiprocessors": str(prof.multiprocessors), "memory": memory}
+                used.update({f"memory-slice-{i}": "1" for i in slices})
+                devices.append(
+                    DeviceInfo(
+                        name=name,
+                        kind="mig",
+                        uuid=mig_uuid,
+                        attributes=attrs,
+                        capacity={"memory": memory, "multiprocessors": str(prof.multiprocessors)},
+                        consumes=((f"{spec.name}-counter-set", used),),
+                        parent=spec.name,
+                        units=frozenset(f"{spec.name}/mem{i}" for i in slices),
+                    )
+                )
+    return Inventory(node=node, devices=tuple(devices), counter_sets=tuple(counter_sets))
+
+
+# -- presets --------------------------------------------------------------------------------------
+
+PRESETS: dict[str, Callable[[], list[DeviceSpec]]] = {}
+
+
+def _preset(name: str) -> Callable[[Callable[[], list[DeviceSpec]]], Callable[[], list[DeviceSpec]]]:
+    def register(fn: Callable[[], list[DeviceSpec]]) -> Callable[[], list[DeviceSpec]]:
+        PRESETS[name] = fn
+        return fn
+
+    return register
+
+
+_H100 = dict(productName="NVIDIA H100 80GB HBM3", architecture="Hopper", memory="81559Mi")
+_CC = {"cudaComputeCapability": "9.0.0"}
+# DGX H100: GPU buses inferred from the NIC pairing (fleets.md, uncertain).
+_DGX_BUSES = ["1b", "43", "52", "61", "9d", "c3", "d1", "df"]
+
+
+def generic(count: int, product: Mapping[str, Any] | None = None, gpus_per_root: int = 2) -> list[DeviceSpec]:
+    """``count`` GPUs laid out like an HGX board: half per NUMA node, ``gpus_per_root`` per PCIe root."""
+    if count < 1 or count > 512:
+        raise UsageError(f"--devices {count}: give between 1 and 512 devices")
+    product = dict(product or _H100)
+    attributes = dict(product.pop("attributes", None) or _CC)
+    half = max(1, (count + 1) // 2)
+    out = []
+    for i in range(count):
+        root = i // gpus_per_root
+        bus = _DGX_BUSES[i] if count == 8 else f"{(0x18 + i * 0x10) % 0x100:02x}"
+        out.append(
+            DeviceSpec(
+                name=f"gpu-{i}",
+                index=i,
+                numaNode=i // half,
+                pcieRoot=f"pci0000:{(0x10 + root * 0x20) % 0x100:02x}" if count <= 16 else f"pci{root:04x}:00",
+                pciBusID=f"0000:{bus}:00.0" if count <= 16 else None,
+                attributes=dict(attributes),
+                **product,
+            )
+        )
+    return out
+
+
+def preset(name: str) -> list[DeviceSpec]:
+    try:
+        return PRESETS[name]()
+    except KeyError:
+        raise UsageError(f"unknown topology preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+
+
+@_preset("h100-sxm-8")
+def _h100_sxm_8() -> list[DeviceSpec]:
+    """DGX/HGX H100: 8 GPUs, one NVLink domain (NVSwitch), NUMA 0 = GPU0-3, NUMA 1 = GPU4-7, 4 PCIe roots."""
+    return generic(8)
+
+
+@_preset("h100-sxm-4")
+def _h100_sxm_4() -> list[DeviceSpec]:
+    """HGX H100 4-GPU: one NVLink domain, 2 NUMA nodes, 2 PCIe roots."""
+    return generic(4)
+
+
+@_preset("a100-sxm-8")
+def _a100_sxm_8() -> list[DeviceSpec]:
+    """AWS p4d-like A100 40GB: 4 PCIe roots pci0000:{10,20,90,a0} with 2 GPUs each, 2 NUMA nodes."""
+    roots = ["10", "20", "90", "a0"]
+    return [
+        DeviceSpec(
+            name=f"gpu-{i}",
+            index=i,
+            productName="NVIDIA A100-SXM4-40GB",
+            architecture="Ampere",
+            memory="40960Mi",
+            numaNode=i // 4,
+            pcieRoot=f"pci0000:{roots[i // 2]}",
+            pciBusID=f"0000:{roots[i // 2]}:{1 + i % 2:02x}.0",
+            attributes={"cudaComputeCapability": "8.0.0"},
+        )
+        for i in range(8)
+    ]
+
+
+# A100 80GB MIG profiles (profile ids as nvidia-smi lists them); memory is derived from slices.
+_A100_MIG = Partitioning(
+    multiprocessors=98,
+    memorySlices=8,
+    profiles=[
+        PartitionProfile(name="1g.10gb", id=19, multiprocessors=14, memorySlices=1, placements=list(range(7))),
+        PartitionProfile(name="2g.20gb", id=14, multiprocessors=28, memorySlices=2, placements=[0, 2, 4]),
+        PartitionProfile(name="3g.40gb", id=9, multiprocessors=42, memorySlices=4, placements=[0, 4]),
+        PartitionProfile(name="4g.40gb", id=5, multiprocessors=56, memorySlices=4, placements=[0]),
+    ],
+)
+
+
+@_preset("a100-mig")
+def _a100_mig() -> list[DeviceSpec]:
+    """8 A100 80GB, each partitionable (DynamicMIG-like): a counter set per GPU, MIG devices consume it."""
+    roots = ["10", "20", "90", "a0"]
+    return [
+        DeviceSpec(
+            name=f"gpu-{i}",
+            index=i,
+            productName="NVIDIA A100-SXM4-80GB",
+            architecture="Ampere",
+            memory="81920Mi",
+            numaNode=i // 4,
+            pcieRoot=f"pci0000:{roots[i // 2]}",
+            attributes={"cudaComputeCapability": "8.0.0"},
+            partitioning=_A100_MIG,
+        )
+        for i in range(8)
+    ]
+
+
+# H100 80GB MIG profiles from fleets.md (nvidia-smi mig -lgip).
+_H100_MIG = Partitioning(
+    multiprocessors=132,
+    memorySlices=8,
+    profiles=[
+        PartitionProfile(name="1g.10gb", id=19, multiprocessors=16, memorySlices=1, placements=list(range(7))),
+        PartitionProfile(name="1g.20gb", id=15, multiprocessors=26, memorySlices=2, placements=[0, 2, 4, 6]),
+        PartitionProfile(name="2g.20gb", id=14, multiprocessors=32, memorySlices=2, placements=[0, 2, 4]),
+        PartitionProfile(name="3g.40gb", id=9, multiprocessors=60, memorySlices=4, placements=[0, 4]),
+        PartitionProfile(name="4g.40gb", id=5, multiprocessors=64, memorySlices=4, placements=[0]),
+    ],
+)
+
+
+@_preset("h100-mig")
+def _h100_mig() -> list[DeviceSpec]:
+    """HGX H100 8-GPU with partitionable GPUs (profiles from nvidia-smi mig -lgip)."""
+    return [d.model_copy(update={"partitioning": _H100_MIG}) for d in generic(8)]
+
+
+@_preset("gb200-tray")
+def _gb200_tray() -> list[DeviceSpec]:
+    """One GB200 NVL72 compute tray: 4 GPUs on 2 Grace NUMA nodes; the rack is one NVLink clique."""
+    buses = ["0008", "0009", "0018", "0019"]
+    return [
+        DeviceSpec(
+            name=f"gpu-{i}",
+            index=i,
+            productName="NVIDIA GB200",
+            architecture="Blackwell",
+            memory="189471Mi",
+            numaNode=i // 2,
+            pcieRoot=f"pci{buses[i]}:00",
+            pciBusID=f"{buses[i]}:06:00.0",
+            nvlinkDomain="6f3d8a52-0d9e-4c52-9b8e-3c1f2a7e9d01.1",
+            attributes={"cudaComputeCapability": "10.0.0", "addressingMode": "ATS"},
+        )
+        for i in range(4)
+    ]
+
+
+@_preset("mi300x-8")
+def _mi300x_8() -> list[DeviceSpec]:
+    """8 AMD Instinct MI300X OAM: one xGMI hive (published as nvlinkDomain), 2 NUMA nodes, a root each."""
+    return [
+        DeviceSpec(
+            name=f"gpu-{i}",
+            index=i,
+            productName="AMD_Instinct_MI300X_OAM",
+            architecture="CDNA3",
+            brand="AMD",
+            memory="196592Mi",
+            numaNode=i // 4,
+            pcieRoot=f"pci0000:{0x10 + i * 0x20:02x}",
+            attributes={"family": "AI", "partitionProfile": "spx_nps1"},
+        )
+        for i in range(8)
+    ]
+
+
+@_preset("gaudi3-8")
+def _gaudi3_8() -> list[DeviceSpec]:
+    """8 Intel Gaudi3 NPUs: one RoCE scale-up domain (published as nvlinkDomain), 2 NUMA nodes."""
+    return [
+        DeviceSpec(
+            name=f"npu-{i}",
+            index=i,
+            type="npu",
+            productName="Gaudi3",
+            architecture="Gaudi3",
+            brand="Intel",
+            memory="131072Mi",
+            numaNode=i // 4,
+            pcieRoot=f"pci0000:{0x18 + (i // 2) * 0x40:02x}",
+            attributes={"model": "Gaudi3"},
+        )
+        for i in range(8)
+    ]
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+
+def _position(data: Any, loc: tuple[int | str, ...]) -> tuple[int, int]:
+    """Line and column (1-based) of the deepest node of ``loc`` that ruamel recorded."""
+    line, col = 1, 1
+    node = data
+    for key in loc:
+        lc = getattr(node, "lc", None)
+        try:
+            if lc is not None:
+                if isinstance(key, int):
+                    ln, cl = lc.item(key)
+                else:
+                    ln, cl = lc.key(key)
+                line, col = ln + 1, cl + 1
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            break
+    return line, col
+
+
+def load_topology(path: str | Path) -> NodeTopology:
+    """Read and validate a topology file; every problem is reported with file, line and field."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read topology file: {exc.strerror or exc}") from exc
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = YAML(typ="rt").load(text) if p.suffix != ".json" else json.loads(text)
+    except (YAMLError, ValueError) as exc:
+        raise UsageError(f"{p}: not valid YAML/JSON: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, Mapping):
+        raise UsageError(f"{p}: a topology file must be a mapping with kind: NodeTopology")
+    try:
+        return NodeTopology.model_validate(json.loads(json.dumps(data)))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            line, col = _position(data, loc)
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(Problem(str(p), line, col, ".".join(str(x) for x in loc), msg))
+        raise UsageError("\n".join(str(pr) for pr in problems)) from exc

@@ -1,0 +1,68 @@
+"""The invariants: named rules judged over a frozen :class:`~.snapshot.Snapshot`.
+
+One module per invariant; each registers a pure ``check(snapshot) -> list[Violation]`` into
+:data:`~draguard.harness.registry.INVARIANTS` under its stable name, with its rule sentence as the
+summary. Importing this package registers all of them. Reports, tests and scenario files
+(``expect.hold`` / ``expect.violate``) use these names:
+
+    claim-atomic, gang-atomic, no-double-allocation, topology, no-leak, no-legacy-mix,
+    sharing-explicit
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from draguard.harness.invariants import (  # noqa: F401  (each registers itself)
+    claim_atomic,
+    gang_atomic,
+    no_double_allocation,
+    no_leak,
+    no_legacy_mix,
+    sharing_explicit,
+    topology,
+)
+from draguard.harness.invariants.snapshot import (
+    DeviceId,
+    DeviceState,
+    Gang,
+    GpuProbe,
+    GpuUsage,
+    NodeDriverState,
+    Snapshot,
+)
+from draguard.harness.invariants.violation import Violation
+from draguard.harness.registry import INVARIANTS
+
+__all__ = [
+    "NAMES",
+    "evaluate",
+    "Violation",
+    "Snapshot",
+    "DeviceId",
+    "DeviceState",
+    "NodeDriverState",
+    "Gang",
+    "GpuUsage",
+    "GpuProbe",
+]
+
+NAMES = (
+    claim_atomic.NAME,
+    gang_atomic.NAME,
+    no_double_allocation.NAME,
+    topology.NAME,
+    no_leak.NAME,
+    no_legacy_mix.NAME,
+    sharing_explicit.NAME,
+)
+"""Every invariant defined here, in the order of the issue."""
+
+
+def evaluate(snapshot: Snapshot, names: Iterable[str] | None = None) -> dict[str, list[Violation]]:
+    """Judge ``snapshot`` by each named invariant (all registered ones when ``names`` is None).
+
+    Raises KeyError naming the known invariants for an unknown name.
+    """
+    chosen = list(names) if names is not None else INVARIANTS.names()
+    return {name: list(INVARIANTS.get(name).target(snapshot)) for name in chosen}

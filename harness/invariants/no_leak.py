@@ -1,0 +1,106 @@
+"""``no-leak``: nothing outlives its consumer.
+
+- no allocated claim reserved for no one, and no ``reservedFor`` entry naming a pod that is gone or
+  finished;
+- no claim prepared in a driver that is not an allocated claim, and no CDI spec without a prepared
+  claim on its node;
+- once no live pod uses a claim, the device inventory is back to its starting count (published,
+  unallocated, free in the driver);
+- on real GPUs (``Snapshot.gpu_usage``, filled by an NVML probe), no process or memory left on a
+  device that no claim holds.
+"""
+
+from __future__ import annotations
+
+from draguard.harness.invariants.snapshot import DeviceId, Snapshot, is_allocated, pod_is_live, ref
+from draguard.harness.invariants.violation import Violation
+from draguard.harness.registry import INVARIANTS
+
+__all__ = ["NAME", "check"]
+
+NAME = "no-leak"
+
+
+def _consumers(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    for claim in snapshot.claims:
+        this = ref("ResourceClaim", claim)
+        reserved = (claim.get("status") or {}).get("reservedFor") or ()
+        for entry in reserved:
+            if entry.get("resource") != "pods" or entry.get("apiGroup"):
+                continue
+            pod = snapshot.pods_by_uid.get(entry.get("uid", ""))
+            if pod is None:
+                out.append(Violation(NAME, f"{this}: reservedFor names pod {entry.get('name')} "
+                                     f"(uid {entry.get('uid')}), which is gone", (this,), (), snapshot.time))  # fmt: skip
+            elif not pod_is_live(pod):
+                out.append(Violation(NAME, f"{this}: reservedFor names pod {entry.get('name')}, which has finished "
+                                     f"({pod['status']['phase']})", (this, ref("Pod", pod)), (), snapshot.time))  # fmt: skip
+        if is_allocated(claim) and not reserved:
+            devices = tuple(str(d) for c, _, d in snapshot.allocated() if c is claim)
+            out.append(Violation(NAME, f"{this}: allocated but reserved for no consumer", (this,), devices,
+                                 snapshot.time))  # fmt: skip
+    return out
+
+
+def _drivers(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    allocated = {c["metadata"].get("uid") for c in snapshot.claims if is_allocated(c)}
+    for state in snapshot.drivers:
+        for uid, devices in sorted(state.prepared.items()):
+            if uid not in allocated:
+                out.append(Violation(NAME, f"driver {state.driver} on node {state.node} still has claim {uid} "
+                                     "prepared, but no allocated claim has that uid",
+                                     (f"Node/{state.node}",), tuple(str(d) for d in devices), snapshot.time))  # fmt: skip
+        for uid in sorted(state.cdi_specs - set(state.prepared)):
+            out.append(Violation(NAME, f"node {state.node} has a CDI spec for claim {uid}, which driver "
+                                 f"{state.driver} has not prepared", (f"Node/{state.node}",), (), snapshot.time))  # fmt: skip
+    return out
+
+
+def _held_by_drivers(snapshot: Snapshot) -> set[DeviceId]:
+    held: set[DeviceId] = set()
+    by_node_name = {(node, d.driver, d.device): d for d, node in snapshot.device_nodes.items()}
+    for state in snapshot.drivers:
+        for devices in state.prepared.values():
+            held.update(devices)
+        for name, device_state in state.devices.items():
+            if device_state.state != "free" or device_state.claims:
+                device_id = by_node_name.get((state.node, state.driver, name))
+                held.add(device_id or DeviceId(state.driver, state.node, name))
+    return held
+
+
+def _inventory(snapshot: Snapshot) -> list[Violation]:
+    if not snapshot.initial_inventory:
+        return []
+    consumers = [p for p in snapshot.pods if pod_is_live(p) and (p.get("spec") or {}).get("resourceClaims")]
+    if consumers:
+        return []  # judged once consumers are gone
+    allocated = {d for _, _, d in snapshot.allocated()}
+    available = set(snapshot.devices) - allocated - _held_by_drivers(snapshot)
+    missing = sorted(snapshot.initial_inventory - available)
+    if not missing:
+        return []
+    return [Violation(NAME, f"device inventory is {len(snapshot.initial_inventory) - len(missing)} of "
+                      f"{len(snapshot.initial_inventory)} at the start after all consumers left; missing "
+                      f"{len(missing)} device(s)", (), tuple(str(d) for d in missing), snapshot.time)]  # fmt: skip
+
+
+def _gpus(snapshot: Snapshot) -> list[Violation]:
+    if not snapshot.gpu_usage:
+        return []
+    allocated = {d for _, _, d in snapshot.allocated()}
+    out: list[Violation] = []
+    for device, usage in sorted(snapshot.gpu_usage.items()):
+        if device in allocated or not (usage.processes or usage.memory_used_bytes):
+            continue
+        out.append(Violation(NAME, f"freed device {device} still has {len(usage.processes)} process(es) and "
+                             f"{usage.memory_used_bytes} bytes of memory in use", (), (str(device),), snapshot.time))  # fmt: skip
+    return out
+
+
+@INVARIANTS.register(NAME, summary="Once consumers are gone, no allocation, reservation, prepared claim, CDI spec "
+                     "or GPU memory is left, and the device inventory is back to its starting count.")  # fmt: skip
+def check(snapshot: Snapshot) -> list[Violation]:
+    return _consumers(snapshot) + _drivers(snapshot) + _inventory(snapshot) + _gpus(snapshot)

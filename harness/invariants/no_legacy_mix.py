@@ -1,0 +1,45 @@
+"""``no-legacy-mix``: no pod combines extended (device-plugin) accelerator resources with DRA claims.
+
+An extended resource that a DeviceClass serves through ``extendedResourceName`` (DRAExtendedResource)
+is DRA, not legacy, and does not count.
+"""
+
+from __future__ import annotations
+
+from draguard.harness.invariants.snapshot import Snapshot, ref
+from draguard.harness.invariants.violation import Violation
+from draguard.harness.registry import INVARIANTS
+
+__all__ = ["NAME", "check", "is_extended_resource"]
+
+NAME = "no-legacy-mix"
+
+
+def is_extended_resource(name: str) -> bool:
+    """``nvidia.com/gpu`` yes; ``cpu``, ``hugepages-2Mi``, ``kubernetes.io/...`` or ``requests.*`` no."""
+    if "/" not in name or name.startswith("requests."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+@INVARIANTS.register(NAME, summary="No pod combines extended accelerator resources with DRA claims.")
+def check(snapshot: Snapshot) -> list[Violation]:
+    served = {
+        name for c in snapshot.device_classes if (name := (c.get("spec") or {}).get("extendedResourceName"))
+    }
+    out: list[Violation] = []
+    for pod in snapshot.pods:
+        spec = pod.get("spec") or {}
+        claims = [c.get("name", "") for c in spec.get("resourceClaims") or ()]
+        if not claims:
+            continue
+        legacy: set[str] = set()
+        for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+            resources = container.get("resources") or {}
+            for section in ("limits", "requests"):
+                legacy.update(n for n in resources.get(section) or {} if is_extended_resource(n) and n not in served)
+        if legacy:
+            out.append(Violation(NAME, f"{ref('Pod', pod)} requests extended resource(s) {', '.join(sorted(legacy))} "
+                                 f"and DRA claim(s) {', '.join(claims)}", (ref("Pod", pod),), (), snapshot.time))  # fmt: skip
+    return out

@@ -1,0 +1,257 @@
+"""What the invariants judge: a frozen :class:`Snapshot` of the cluster and the drivers at one time.
+
+The runner builds a snapshot from what it watched (v1 object dicts exactly as the API server
+returns them: Pods, ResourceClaims, ResourceSlices, DeviceClasses), from each node's fake-driver
+checkpoint (:class:`NodeDriverState`), from the CDI folder of each node, and from the scenario
+(:class:`Gang`, the device inventory at the start). Invariants are pure functions of a snapshot:
+no API calls, no clock, no randomness.
+
+The object dicts are shared, not copied: treat them as read-only. Derived indexes (devices by id,
+claims by name) are computed once per snapshot and cached.
+
+Hook for real GPUs: :attr:`Snapshot.gpu_usage` carries what an NVML probe (a :class:`GpuProbe`,
+written in a separate issue) saw on each device; ``no-leak`` reports processes or memory left on a
+freed device. It stays None on fake devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple, Protocol
+
+__all__ = [
+    "DeviceId",
+    "DeviceState",
+    "NodeDriverState",
+    "Gang",
+    "GpuUsage",
+    "GpuProbe",
+    "Snapshot",
+    "Obj",
+    "ref",
+    "allocation_results",
+    "is_allocated",
+    "pod_is_live",
+    "pod_claims",
+    "attribute",
+    "FREE",
+]
+
+Obj = Mapping[str, Any]
+"""A Kubernetes object as a JSON dict (read-only by convention)."""
+
+FREE = "free"
+"""The :attr:`DeviceState.state` of a device no claim holds in the driver."""
+
+
+class DeviceId(NamedTuple):
+    """A device as allocation results name it; renders as ``driver/pool/device``."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceState:
+    """One device as the fake driver's checkpoint records it."""
+
+    state: str = FREE
+    """``free``, or the driver's word for a device in use or in trouble (``prepared``, ``resetting``, ...)."""
+    claims: tuple[str, ...] = ()
+    """UIDs of the claims the driver prepared on this device."""
+    sharing: str | None = None
+    """The sharing strategy set up on the device (``TimeSlicing``, ``MPS``), or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDriverState:
+    """A DRA driver's state on one node: what it prepared and what files it left."""
+
+    node: str
+    driver: str
+    prepared: Mapping[str, tuple[DeviceId, ...]] = field(default_factory=dict)
+    """Claim UID -> devices the driver prepared for it (from its checkpoint)."""
+    devices: Mapping[str, DeviceState] = field(default_factory=dict)
+    """Device name -> state (from its checkpoint)."""
+    cdi_specs: frozenset[str] = frozenset()
+    """Claim UIDs that have a CDI spec file in the node's CDI folder."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A workload of the scenario, seen as a gang."""
+
+    workload: str
+    namespace: str
+    members: tuple[str, ...]
+    """Pod names of the gang's members."""
+    claims_per_member: int
+    """How many claims each member references (template and shared ones)."""
+    settled: bool
+    """Whether the settle deadline has passed (gang-atomic judges settled gangs only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsage:
+    """What an NVML probe saw on a real GPU."""
+
+    processes: tuple[int, ...] = ()
+    memory_used_bytes: int = 0
+
+
+class GpuProbe(Protocol):
+    """An NVML probe (separate issue): usage of the given devices, for :attr:`Snapshot.gpu_usage`."""
+
+    def usage(self, devices: Iterable[DeviceId]) -> Mapping[DeviceId, GpuUsage]: ...
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The cluster and the drivers at ``time`` seconds after the scenario started."""
+
+    time: float
+    pods: tuple[Obj, ...] = ()
+    claims: tuple[Obj, ...] = ()
+    """v1 ResourceClaims."""
+    slices: tuple[Obj, ...] = ()
+    """v1 ResourceSlices."""
+    device_classes: tuple[Obj, ...] = ()
+    """v1 DeviceClasses."""
+    drivers: tuple[NodeDriverState, ...] = ()
+    initial_inventory: frozenset[DeviceId] = frozenset()
+    """Every device published when the scenario started."""
+    gangs: tuple[Gang, ...] = ()
+    gpu_usage: Mapping[DeviceId, GpuUsage] | None = None
+    """NVML probe results for real GPUs; None when not probed."""
+
+    @cached_property
+    def devices(self) -> dict[DeviceId, Obj]:
+        """Published devices by id, from the newest generation of each pool."""
+        newest: dict[tuple[str, str], int] = {}
+        for s in self.slices:
+            spec = s.get("spec") or {}
+            pool = spec.get("pool") or {}
+            key = (spec.get("driver", ""), pool.get("name", ""))
+            newest[key] = max(newest.get(key, 0), int(pool.get("generation") or 0))
+        out: dict[DeviceId, Obj] = {}
+        for s in self.slices:
+            spec = s.get("spec") or {}
+            pool = spec.get("pool") or {}
+            key = (spec.get("driver", ""), pool.get("name", ""))
+            if int(pool.get("generation") or 0) != newest[key]:
+                continue
+            for device in spec.get("devices") or ():
+                out[DeviceId(key[0], key[1], device.get("name", ""))] = device
+        return out
+
+    @cached_property
+    def device_nodes(self) -> dict[DeviceId, str]:
+        """Node name of each published device whose slice is local to one node (``spec.nodeName``)."""
+        out: dict[DeviceId, str] = {}
+        for s in self.slices:
+            spec = s.get("spec") or {}
+            node = spec.get("nodeName")
+            if not node:
+                continue
+            for device in spec.get("devices") or ():
+                out[DeviceId(spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), device.get("name", ""))] = node
+        return out
+
+    @cached_property
+    def classes(self) -> dict[str, Obj]:
+        """DeviceClasses by name."""
+        return {c["metadata"]["name"]: c for c in self.device_classes}
+
+    @cached_property
+    def claims_by_name(self) -> dict[tuple[str, str], Obj]:
+        """ResourceClaims by (namespace, name)."""
+        return {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in self.claims}
+
+    @cached_property
+    def pods_by_name(self) -> dict[tuple[str, str], Obj]:
+        """Pods by (namespace, name)."""
+        return {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in self.pods}
+
+    @cached_property
+    def pods_by_uid(self) -> dict[str, Obj]:
+        return {p["metadata"]["uid"]: p for p in self.pods if p["metadata"].get("uid")}
+
+    def allocated(self) -> Iterator[tuple[Obj, Obj, DeviceId]]:
+        """Every (claim, allocation result, device id) of every allocated claim."""
+        for claim in self.claims:
+            for result in allocation_results(claim):
+                yield claim, result, DeviceId(result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+
+
+def ref(kind: str, obj: Obj) -> str:
+    """``Kind/namespace/name`` (``Kind/name`` when cluster-scoped); list items carry no ``kind``, so pass it."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{kind}/{ns}/{meta.get('name', '?')}" if ns else f"{kind}/{meta.get('name', '?')}"
+
+
+def allocation_results(claim: Obj) -> list[Obj]:
+    """``status.allocation.devices.results`` of a claim ([] when not allocated)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or [])
+
+
+def is_allocated(claim: Obj) -> bool:
+    return bool((claim.get("status") or {}).get("allocation"))
+
+
+def pod_is_live(pod: Obj) -> bool:
+    """A pod that still consumes its claims: present and not in a terminal phase."""
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def pod_claims(pod: Obj, snapshot: Snapshot) -> list[tuple[str, Obj | None]]:
+    """(pod claim name, ResourceClaim or None if not created yet) for each ``spec.resourceClaims`` entry.
+
+    Template claims are found through ``status.resourceClaimStatuses``, falling back to claims whose
+    controller owner is the pod and whose ``resource.kubernetes.io/pod-claim-name`` annotation names
+    the entry.
+    """
+    meta = pod["metadata"]
+    ns = meta.get("namespace", "")
+    statuses = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    out: list[tuple[str, Obj | None]] = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+        name = entry.get("name", "")
+        claim_name = entry.get("resourceClaimName") or statuses.get(name)
+        claim = snapshot.claims_by_name.get((ns, claim_name)) if claim_name else None
+        if claim is None and entry.get("resourceClaimTemplateName"):
+            for candidate in snapshot.claims:
+                cmeta = candidate["metadata"]
+                owned = any(o.get("uid") == meta.get("uid") and o.get("controller") for o in cmeta.get("ownerReferences") or ())
+                named = (cmeta.get("annotations") or {}).get("resource.kubernetes.io/pod-claim-name") == name
+                if cmeta.get("namespace", "") == ns and owned and named:
+                    claim = candidate
+                    break
+        out.append((name, claim))
+    return out
+
+
+def attribute(device: Obj, qualified: str, driver: str) -> Any:
+    """The value of attribute ``domain/name`` of a slice device (a bare name is in the driver's domain).
+
+    Returns the typed value (``int``/``bool``/``string``/``version`` or a list type), or None if absent.
+    """
+    domain, _, name = qualified.rpartition("/")
+    attributes = device.get("attributes") or {}
+    raw = attributes.get(qualified)
+    if raw is None and domain == driver:
+        raw = attributes.get(name)
+    if not isinstance(raw, Mapping):
+        return None
+    for key in ("int", "bool", "string", "version", "ints", "bools", "strings", "versions"):
+        if key in raw:
+            value = raw[key]
+            return tuple(value) if isinstance(value, list) else value
+    return None

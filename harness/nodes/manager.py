@@ -1,0 +1,235 @@
+"""The DRA manager of one fake node: prepares and unprepares a pod's claims like the kubelet does.
+
+- One ``NodePrepareResources`` call per driver per pod, holding all of the pod's claims of that driver
+  that are not prepared yet; claims already prepared for another pod on the node are skipped.
+- Every claim must come back, without error; otherwise the pod's preparation fails (and is retried by
+  the caller with backoff).
+- A claim is unprepared (one ``NodeUnprepareResources`` per driver) only once no pod on the node uses it.
+- Every change goes to the node's :class:`~.checkpoint.Checkpoint` before and after the call.
+
+It knows nothing about the API server: :mod:`.pods` resolves claims and writes pod status and events.
+Talks to plugins through :class:`~.plugins.NodePlugins`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint import CHECKPOINT_FILE, Checkpoint, ClaimRecord, DriverState
+from .plugins import ClaimRef, NodePlugins, PluginCallError
+
+__all__ = ["PodClaim", "PrepareError", "DraManager"]
+
+log = logging.getLogger("draguard.nodes")
+
+
+@dataclass(frozen=True)
+class PodClaim:
+    """A claim a pod uses, with the drivers of its allocated devices."""
+
+    ref: ClaimRef
+    drivers: tuple[str, ...]
+
+
+class PrepareError(Exception):
+    """Preparing or unpreparing failed; the message goes into the pod's event."""
+
+
+class DraManager:
+    """Claims prepared on one node, their pods, and the calls that change them. Thread-safe."""
+
+    def __init__(self, node: str, plugins: NodePlugins, state_dir: Path) -> None:
+        self.node = node
+        self.plugins = plugins
+        self.checkpoint = Checkpoint(state_dir / CHECKPOINT_FILE, node).load()
+        self._cond = threading.Condition()
+        self._inflight: set[tuple[str, str]] = set()  # (claim uid, driver)
+
+    # -- queries -----------------------------------------------------------------------------
+    def claims(self) -> dict[str, ClaimRecord]:
+        with self._cond:
+            return dict(self.checkpoint.claims)
+
+    def pods(self) -> set[str]:
+        with self._cond:
+            return {p for c in self.checkpoint.claims.values() for p in c.pods}
+
+    def is_prepared(self, pod_uid: str, claims: Iterable[PodClaim]) -> bool:
+        with self._cond:
+            for c in claims:
+                rec = self.checkpoint.claims.get(c.ref.uid)
+                if rec is None or pod_uid not in rec.pods or not rec.prepared:
+                    return False
+            return True
+
+    # -- prepare -----------------------------------------------------------------------------
+    def prepare_pod(self, pod_uid: str, claims: list[PodClaim]) -> None:
+        """Prepare every claim of the pod; returns only when all are prepared, else raises PrepareError."""
+        if not claims:
+            return
+        for c in claims:
+            for driver in c.drivers:
+                if self.plugins.client(driver) is None:
+                    raise PrepareError(
+                        f"DRA driver {driver} is not registered on node {self.node} "
+                        f"(claim {c.ref.namespace}/{c.ref.name})"
+                    )
+        with self._cond:
+            for c in claims:
+                rec = self.checkpoint.claims.get(c.ref.uid)
+                if rec is None:
+                    rec = self.checkpoint.claims[c.ref.uid] = ClaimRecord(c.ref.uid, c.ref.name, c.ref.namespace)
+                rec.pods.add(pod_uid)
+                for driver in c.drivers:
+                    rec.drivers.setdefault(driver, DriverState())
+            self.checkpoint.save()
+        drivers = sorted({d for c in claims for d in c.drivers})
+        for driver in drivers:
+            self._prepare_driver(driver, [c for c in claims if driver in c.drivers])
+
+    def _prepare_driver(self, driver: str, claims: list[PodClaim]) -> None:
+        keys = {(c.ref.uid, driver) for c in claims}
+        with self._cond:
+            while keys & self._inflight:  # a shared claim being prepared or unprepared for another pod
+                self._cond.wait(1.0)
+            todo = []
+            for c in claims:
+                rec = self.checkpoint.claims[c.ref.uid]
+                state = rec.drivers.setdefault(driver, DriverState())
+                if not state.prepared:
+                    todo.append(c.ref)
+                    state.sent = True
+            if not todo:
+                return
+            self._inflight |= {(r.uid, driver) for r in todo}
+            self.checkpoint.save()
+        try:
+            client = self.plugins.client(driver)
+            if client is None:
+                raise PrepareError(f"DRA driver {driver} is not registered on node {self.node}")
+            try:
+                results = client.prepare(todo)
+            except PluginCallError as exc:
+                raise PrepareError(f"prepare dynamic resources: {exc}") from exc
+            errors: list[str] = []
+            skipped = [r for r in todo if r.uid not in results]
+            with self._cond:
+                for ref in todo:
+                    if ref.uid not in results:
+                        continue
+                    devices, error = results[ref.uid]
+                    if error:
+                        errors.append(f"claim {ref.namespace}/{ref.name}: {error}")
+                        continue
+                    rec = self.checkpoint.claims.get(ref.uid)
+                    if rec is not None:
+                        rec.drivers[driver] = DriverState(sent=True, prepared=True, devices=devices)
+                self.checkpoint.save()
+            if skipped:
+                names = ", ".join(f"{r.namespace}/{r.name}" for r in skipped)
+                errors.append(f"NodePrepareResources of {driver} skipped {len(skipped)} ResourceClaims: {names}")
+            if errors:
+                raise PrepareError(f"prepare dynamic resources with {driver}: " + "; ".join(errors))
+        finally:
+            with self._cond:
+                self._inflight -= {(r.uid, driver) for r in todo}
+                self._cond.notify_all()
+
+    # -- unprepare ---------------------------------------------------------------------------
+    def unprepare_pod(self, pod_uid: str) -> None:
+        """Drop the pod's references; unprepare the claims no pod on the node uses any more."""
+        with self._cond:
+            changed = False
+            for rec in self.checkpoint.claims.values():
+                if pod_uid in rec.pods:
+                    rec.pods.discard(pod_uid)
+                    changed = True
+            if changed:
+                self.checkpoint.save()
+        self.unprepare_unused()
+
+    def forget_inactive(self, active: set[str]) -> None:
+        """Reconcile: drop references of pods that are no longer active on the node, then unprepare."""
+        with self._cond:
+            changed = False
+            for rec in self.checkpoint.claims.values():
+                stale = rec.pods - active
+                if stale:
+                    rec.pods -= stale
+                    changed = True
+            if changed:
+                self.checkpoint.save()
+        self.unprepare_unused()
+
+    def unprepare_unused(self) -> None:
+        """Unprepare every claim without pods (batched per driver); raise PrepareError if any call failed."""
+        groups: dict[str, list[ClaimRecord]] = {}
+        with self._cond:
+            changed = False
+            for uid, rec in list(self.checkpoint.claims.items()):
+                if rec.pods:
+                    continue
+                for driver, state in list(rec.drivers.items()):
+                    if (uid, driver) in self._inflight:
+                        continue
+                    if not state.sent:  # nothing was ever asked of this driver: nothing to undo
+                        del rec.drivers[driver]
+                        changed = True
+                        continue
+                    groups.setdefault(driver, []).append(rec)
+                    self._inflight.add((uid, driver))
+                if not rec.drivers and not any(k[0] == uid for k in self._inflight):
+                    del self.checkpoint.claims[uid]
+                    changed = True
+            if changed:
+                self.checkpoint.save()
+        errors: list[str] = []
+        for driver, recs in sorted(groups.items()):
+            try:
+                self._unprepare_driver(driver, recs)
+            except PrepareError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise PrepareError("; ".join(errors))
+
+    def _unprepare_driver(self, driver: str, recs: list[ClaimRecord]) -> None:
+        refs = [ClaimRef(r.namespace, r.name, r.uid) for r in recs]
+        results: dict[str, str] = {}
+        try:
+            client = self.plugins.client(driver)
+            if client is None:
+                raise PrepareError(f"unprepare dynamic resources: DRA driver {driver} is not registered on {self.node}")
+            try:
+                results = client.unprepare(refs)
+            except PluginCallError as exc:
+                raise PrepareError(f"unprepare dynamic resources: {exc}") from exc
+        finally:
+            errors = []
+            with self._cond:
+                for ref in refs:
+                    self._inflight.discard((ref.uid, driver))
+                    if ref.uid not in results:
+                        continue
+                    if results[ref.uid]:
+                        errors.append(f"claim {ref.namespace}/{ref.name}: {results[ref.uid]}")
+                        continue
+                    rec = self.checkpoint.claims.get(ref.uid)
+                    if rec is None:
+                        continue
+                    if rec.pods:  # a pod started using it meanwhile: it must be prepared again
+                        rec.drivers[driver] = DriverState()
+                    else:
+                        rec.drivers.pop(driver, None)
+                        if not rec.drivers:
+                            del self.checkpoint.claims[ref.uid]
+                self.checkpoint.save()
+                self._cond.notify_all()
+        missing = [r for r in refs if r.uid not in results]
+        if missing:
+            errors.append(f"NodeUnprepareResources of {driver} skipped {len(missing)} ResourceClaims")
+        if errors:
+            raise PrepareError(f"unprepare dynamic resources with {driver}: " + "; ".join(errors))

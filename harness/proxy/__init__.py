@@ -1,0 +1,26 @@
+"""The gRPC interposer (``draguard proxy``): records and perturbs the calls between nodes and plugins.
+
+Sits between the node side (fake nodes) and any DRA plugin's registration and DRA sockets, so that
+drivers without fault hooks can still be given errors, delays, hangs, duplicated calls and stale
+retries, per method and per claim, and every call is kept as evidence.
+"""
+
+from __future__ import annotations
+
+from .faults import Action, ClaimInfo, FaultRule, FaultSet, load_rules
+from .interposer import Interposer, PluginProxy, check_socket_free
+from .recorder import CALLS_FILE, CallRecorder, read_calls
+
+__all__ = [
+    "Interposer",
+    "PluginProxy",
+    "FaultSet",
+    "FaultRule",
+    "Action",
+    "ClaimInfo",
+    "CallRecorder",
+    "CALLS_FILE",
+    "read_calls",
+    "load_rules",
+    "check_socket_free",
+]

@@ -1,0 +1,208 @@
+"""Kubernetes objects for a scenario: device classes, claims and templates, gangs of pods, PodGroups.
+
+Pure functions from the validated scenario (``draguard.harness.scenario.types``) to v1 object dicts;
+every object carries the run label. The runner creates them; tests check their shape without a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..kube import Obj
+from ..scenario.types import Claim, DeviceClass, Request, Scenario, SubRequest, Toleration, Workload
+
+__all__ = [
+    "RUN_LABEL",
+    "WORKLOAD_LABEL",
+    "MEMBER_LABEL",
+    "PAUSE_IMAGE",
+    "device_class",
+    "claim_spec",
+    "claim_objects",
+    "pod",
+    "pod_group",
+    "priority_class",
+    "priority_class_name",
+    "creation_order",
+]
+
+RUN_LABEL = "draguard.dev/run"
+WORKLOAD_LABEL = "draguard.dev/workload"
+MEMBER_LABEL = "draguard.dev/member"
+SCENARIO_LABEL = "draguard.dev/scenario"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def _labels(run: str, **extra: str) -> dict[str, str]:
+    return {RUN_LABEL: run, **extra}
+
+
+def device_class(dc: DeviceClass, run: str) -> Obj:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in dc.selectors]}
+    if dc.extended_resource_name:
+        spec["extendedResourceName"] = dc.extended_resource_name
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": dc.name, "labels": _labels(run)}, "spec": spec}
+
+
+def _tolerations(ts: tuple[Toleration, ...]) -> list[Obj]:
+    out = []
+    for t in ts:
+        item: dict[str, Any] = {"operator": t.operator}
+        for key, value in (("key", t.key), ("value", t.value), ("effect", t.effect), ("tolerationSeconds", t.toleration_seconds)):
+            if value is not None:
+                item[key] = value
+        out.append(item)
+    return out
+
+
+def _exact(r: Request | SubRequest) -> Obj:
+    out: dict[str, Any] = {"deviceClassName": r.device_class_name, "allocationMode": r.allocation_mode}
+    if r.allocation_mode == "ExactCount":
+        out["count"] = r.count or 1
+    if r.selectors:
+        out["selectors"] = [{"cel": {"expression": e}} for e in r.selectors]
+    if r.tolerations:
+        out["tolerations"] = _tolerations(r.tolerations)
+    return out
+
+
+def claim_spec(claim: Claim) -> Obj:
+    requests = []
+    for r in claim.requests:
+        if r.first_available:
+            requests.append({"name": r.name, "firstAvailable": [{"name": s.name, **_exact(s)} for s in r.first_available]})
+        else:
+            exact = _exact(r)
+            if r.admin_access:
+                exact["adminAccess"] = True
+            requests.append({"name": r.name, "exactly": exact})
+    devices: dict[str, Any] = {"requests": requests}
+    constraints = []
+    for c in claim.constraints:
+        item: dict[str, Any] = {}
+        if c.requests:
+            item["requests"] = list(c.requests)
+        if c.match_attribute:
+            item["matchAttribute"] = c.match_attribute
+        if c.distinct_attribute:
+            item["distinctAttribute"] = c.distinct_attribute
+        constraints.append(item)
+    if constraints:
+        devices["constraints"] = constraints
+    config = [
+        {"requests": list(o.requests), "opaque": {"driver": o.driver, "parameters": dict(o.parameters)}}
+        if o.requests else {"opaque": {"driver": o.driver, "parameters": dict(o.parameters)}}
+        for o in claim.config
+    ]
+    if claim.sharing is not None:
+        drivers = {o.driver for o in claim.config} or set()
+        driver = next(iter(drivers)) if drivers else None
+        config.append({"opaque": {"driver": driver or "gpu.draguard.dev", "parameters": {
+            "apiVersion": "gpu.draguard.dev/v1alpha1", "kind": "GpuConfig",
+            "sharing": {"strategy": claim.sharing.strategy}}}})
+    if config:
+        devices["config"] = config
+    return {"devices": devices}
+
+
+def _claim_object_name(workload: Workload, claim: Claim) -> str:
+    return f"{workload.name}-{claim.name}"
+
+
+def claim_objects(workload: Workload, namespace: str, run: str) -> list[Obj]:
+    """The ResourceClaimTemplates (source ``template``) and shared ResourceClaims of a workload."""
+    out = []
+    for claim in workload.claims:
+        labels = _labels(run, **{WORKLOAD_LABEL: workload.name})
+        name = _claim_object_name(workload, claim)
+        if claim.source == "template":
+            out.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                        "spec": {"metadata": {"labels": labels}, "spec": claim_spec(claim)}})
+        else:
+            out.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                        "spec": claim_spec(claim)})
+    return out
+
+
+def priority_class_name(run: str, value: int) -> str:
+    return f"draguard-{run}-p{value}".replace("--", "-m")
+
+
+def priority_class(run: str, value: int) -> Obj:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": priority_class_name(run, value), "labels": _labels(run)},
+            "value": value, "preemptionPolicy": "PreemptLowerPriority",
+            "description": "created by draguard for one run"}
+
+
+def pod_group(workload: Workload, namespace: str, run: str) -> Obj:
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": workload.name, "namespace": namespace,
+                         "labels": _labels(run, **{WORKLOAD_LABEL: workload.name})},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": workload.min_count}}}}
+
+
+def pod(workload: Workload, member: int, namespace: str, run: str, scenario: str) -> Obj:
+    labels = _labels(run, **{WORKLOAD_LABEL: workload.name, MEMBER_LABEL: str(member), SCENARIO_LABEL: scenario})
+    container: dict[str, Any] = {"name": "main", "image": workload.image or PAUSE_IMAGE}
+    resources: dict[str, Any] = {}
+    if workload.claims:
+        resources["claims"] = [{"name": c.name} for c in workload.claims]
+    if workload.extended_resources:
+        amounts = {k: str(v) for k, v in workload.extended_resources.items()}
+        resources["limits"] = amounts
+        resources["requests"] = amounts
+    if resources:
+        container["resources"] = resources
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "terminationGracePeriodSeconds": 5,
+        "tolerations": [
+            # Fake nodes going NotReady should evict quickly in node-loss scenarios, not after 5 minutes.
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10},
+        ],
+    }
+    if workload.claims:
+        spec["resourceClaims"] = [
+            {"name": c.name, "resourceClaimTemplateName": _claim_object_name(workload, c)} if c.source == "template"
+            else {"name": c.name, "resourceClaimName": _claim_object_name(workload, c)}
+            for c in workload.claims
+        ]
+    if workload.priority_class_name:
+        spec["priorityClassName"] = workload.priority_class_name
+    elif workload.priority is not None:
+        spec["priorityClassName"] = priority_class_name(run, workload.priority)
+    if workload.gang == "podgroup":
+        spec["schedulingGroup"] = {"podGroupName": workload.name}
+    annotations = {}
+    if workload.run_for is not None:
+        annotations["draguard.dev/run-for"] = str(workload.run_for.total_seconds())
+    md: dict[str, Any] = {"name": f"{workload.name}-{member}", "namespace": namespace, "labels": labels}
+    if annotations:
+        md["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+
+def creation_order(scenario: Scenario) -> list[tuple[Workload, int]]:
+    """Pods in the order they are created: workloads in file order, interleaved where asked."""
+    order: list[tuple[Workload, int]] = []
+    placed: set[str] = set()
+    partners = {w.interleave_with: w for w in scenario.workloads if w.interleave_with}
+    for w in scenario.workloads:
+        if w.name in placed:
+            continue
+        group = [w]
+        if w.interleave_with and w.interleave_with not in placed:
+            group.append(scenario.workload(w.interleave_with))
+        if w.name in partners and partners[w.name].name not in placed and partners[w.name] not in group:
+            group.append(partners[w.name])
+        for i in range(max(g.replicas for g in group)):
+            for g in group:
+                if i < g.replicas:
+                    order.append((g, i))
+        placed.update(g.name for g in group)
+    return order

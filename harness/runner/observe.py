@@ -1,0 +1,225 @@
+"""The watch timeline: list+watch informers feed a live cache and a time-ordered event log.
+
+One thread per watched kind lists once, then watches from the list's resourceVersion (re-listing
+after ``410 Gone`` or a dropped connection). Every change is appended to the :class:`Timeline` with
+its time relative to the run's start and a one-line summary (phase, node, allocation), and wakes
+anyone waiting on a condition (``wait_for``): steps triggered by ``when`` and the settle phase use
+that instead of polling the API. Talks to: the API server via ``Kube``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import HarnessError
+from ..kube import ApiError, Kube, Obj
+
+__all__ = ["Timeline", "TimelineEntry", "Observer", "summarize"]
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    t: float
+    """Seconds since the run started."""
+    source: str
+    """``watch``, ``fault``, ``phase``, ``invariant``."""
+    kind: str
+    name: str
+    event: str
+    summary: str
+    namespace: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {"t": round(self.t, 3), "source": self.source, "kind": self.kind, "name": self.name,
+             "event": self.event, "summary": self.summary}
+        if self.namespace:
+            d["namespace"] = self.namespace
+        return d
+
+
+@dataclass
+class Timeline:
+    start: float = field(default_factory=time.monotonic)
+    entries: list[TimelineEntry] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    def add(self, source: str, kind: str, name: str, event: str, summary: str = "", namespace: str | None = None) -> TimelineEntry:
+        entry = TimelineEntry(self.now(), source, kind, name, event, summary, namespace)
+        with self._lock:
+            self.entries.append(entry)
+        return entry
+
+    def as_list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [e.as_dict() for e in self.entries]
+
+
+def summarize(obj: Obj) -> str:
+    """One line that says what matters about an object for DRA."""
+    kind = obj.get("kind")
+    status = obj.get("status") or {}
+    if kind == "Pod":
+        parts = [status.get("phase", "?")]
+        node = obj.get("spec", {}).get("nodeName")
+        if node:
+            parts.append(f"node={node}")
+        for c in status.get("conditions", []):
+            if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                parts.append(f"unschedulable: {c.get('message', '')[:120]}")
+        if obj["metadata"].get("deletionTimestamp"):
+            parts.append("terminating")
+        return " ".join(parts)
+    if kind == "ResourceClaim":
+        alloc = status.get("allocation")
+        if not alloc:
+            return "unallocated"
+        devs = [f"{r['pool']}/{r['device']}" for r in alloc.get("devices", {}).get("results", [])]
+        users = [r.get("name") for r in status.get("reservedFor", [])]
+        return f"allocated {','.join(devs)} reservedFor={','.join(users) or '-'}"
+    if kind == "ResourceSlice":
+        return f"{len(obj.get('spec', {}).get('devices', []))} devices pool={obj.get('spec', {}).get('pool', {}).get('name')}"
+    if kind == "Node":
+        ready = next((c.get("status") for c in status.get("conditions", []) if c.get("type") == "Ready"), "?")
+        return f"Ready={ready}"
+    if kind == "Event":
+        return f"{obj.get('reason')}: {obj.get('message', '')[:160]}"
+    return ""
+
+
+@dataclass
+class _Watched:
+    kind: str
+    namespace: str | None
+    label_selector: str | None
+    keep: Callable[[Obj], bool] | None
+
+
+class Observer:
+    """Informers for the kinds a run cares about, with a shared cache and condition waiting."""
+
+    def __init__(self, kube: Kube, timeline: Timeline) -> None:
+        self.kube = kube
+        self.timeline = timeline
+        self.cache: dict[str, dict[str, Obj]] = {}
+        self.deleted: dict[str, dict[str, Obj]] = {}
+        self._watched: list[_Watched] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._changed = threading.Condition()
+        self._synced: dict[str, threading.Event] = {}
+        self.errors: list[str] = []
+
+    def watch(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
+              keep: Callable[[Obj], bool] | None = None) -> None:
+        self._watched.append(_Watched(kind, namespace, label_selector, keep))
+        self.cache.setdefault(kind, {})
+        self.deleted.setdefault(kind, {})
+        self._synced[kind] = threading.Event()
+
+    def start(self, timeout: float = 30.0) -> None:
+        for w in self._watched:
+            t = threading.Thread(target=self._run, args=(w,), name=f"watch-{w.kind}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        for kind, ev in self._synced.items():
+            if not ev.wait(timeout):
+                raise HarnessError(f"the {kind} informer did not sync in {timeout:.0f}s: {self.errors[-1:] or ''}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _key(self, obj: Obj) -> str:
+        md = obj["metadata"]
+        return f"{md.get('namespace', '')}/{md['name']}"
+
+    def _apply(self, w: _Watched, etype: str, obj: Obj, record: bool = True) -> None:
+        if w.keep is not None and not w.keep(obj):
+            return
+        key = self._key(obj)
+        store = self.cache[w.kind]
+        with self._changed:
+            if etype == "DELETED":
+                store.pop(key, None)
+                self.deleted[w.kind][key] = obj
+            else:
+                old = store.get(key)
+                store[key] = obj
+                if old is not None and old["metadata"].get("resourceVersion") == obj["metadata"].get("resourceVersion"):
+                    record = False
+            self._changed.notify_all()
+        if record:
+            md = obj["metadata"]
+            self.timeline.add("watch", w.kind, md["name"], etype, summarize(obj), md.get("namespace"))
+
+    def _run(self, w: _Watched) -> None:
+        rv = ""
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                if not rv:
+                    items, rv = self.kube.list(w.kind, w.namespace, w.label_selector)
+                    seen = set()
+                    for item in items:
+                        seen.add(self._key(item))
+                        self._apply(w, "ADDED" if self._key(item) not in self.cache[w.kind] else "MODIFIED", item)
+                    for key in list(self.cache[w.kind]):
+                        if key not in seen:
+                            self._apply(w, "DELETED", self.cache[w.kind][key])
+                    self._synced[w.kind].set()
+                for etype, obj in self.kube.watch(w.kind, w.namespace, rv, w.label_selector, timeout_seconds=120, stop=self._stop):
+                    if etype == "BOOKMARK":
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        continue
+                    rv = obj["metadata"].get("resourceVersion", rv)
+                    self._apply(w, etype, obj)
+                backoff = 0.2
+            except ApiError as exc:
+                if exc.status == 410:
+                    rv = ""
+                    continue
+                self.errors.append(str(exc))
+                rv = ""
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except HarnessError as exc:  # connection lost (e.g. an apiserver restart): re-list
+                self.errors.append(str(exc))
+                rv = ""
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    # -- reading ------------------------------------------------------------------------------
+    def objects(self, kind: str) -> list[Obj]:
+        with self._changed:
+            return list(self.cache.get(kind, {}).values())
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Block until ``predicate()`` is true (re-checked on every change) or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not self._stop.is_set():
+                if predicate():
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 1.0))
+        return predicate()
+
+    def wait_quiet(self, quiet: float, timeout: float) -> bool:
+        """Block until nothing changed for ``quiet`` seconds (True) or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            n = len(self.timeline.entries)
+            time.sleep(min(quiet, max(0.0, deadline - time.monotonic())))
+            if len(self.timeline.entries) == n:
+                return True
+        return False

@@ -1,0 +1,357 @@
+"""Checks of a scenario that span fields: names unique, references resolved, "exactly one of".
+
+They run over the plain parsed data (dicts and lists), not over the validated model, so that they
+report their problems even when the same file also has type errors: the loader gives every problem
+of a file in one pass. Each check guards against wrong types silently (the schema pass reports
+those) and yields an :class:`~draguard.harness.scenario.issues.Issue` on the exact field.
+
+Fault parameters are validated here too, against the params model that the fault kind registered
+in :data:`~draguard.harness.registry.FAULTS` (or the registry passed in).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from draguard.harness.registry import Registry
+from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
+
+__all__ = ["check_document", "expand_node_names"]
+
+_MEMBER_KEYWORDS = ("random", "all")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _exactly_one(item: dict[str, Any], keys: tuple[str, ...], path: Path) -> Iterator[Issue]:
+    present = [k for k in item if k in keys and item[k] is not None]  # file order
+    if not present:
+        yield Issue(path, f"set one of {', '.join(repr(k) for k in keys)}")
+    elif len(present) > 1:
+        yield Issue(path + (present[1],), f"set only one of {', '.join(repr(k) for k in present)}", on_key=True)
+
+
+def _unique(items: list[Any], key: str, path: Path, what: str) -> Iterator[Issue]:
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        name = _str(_dict(item).get(key))
+        if name is None:
+            continue
+        if name in seen:
+            first = render_path(path + (seen[name], key))
+            yield Issue(path + (i, key), f"duplicate {what} {name!r}; already used by {first}")
+        else:
+            seen[name] = i
+
+
+def expand_node_names(group: dict[str, Any]) -> list[str]:
+    """Node names of one node group: ``[name]`` or ``<namePrefix>-0`` ... ``<namePrefix>-<count-1>``."""
+    if _str(group.get("namePrefix")) is not None:
+        count = _int(group.get("count"))
+        return [f"{group['namePrefix']}-{i}" for i in range(count if count and count > 0 else 1)]
+    name = _str(group.get("name"))
+    return [name] if name is not None else []
+
+
+class _Checker:
+    def __init__(self, doc: dict[str, Any], faults: Registry[Any], invariants: Registry[Any]) -> None:
+        self.doc = doc
+        self.spec = _dict(doc.get("spec"))
+        self.faults = faults
+        self.invariants = invariants
+        self.issues: list[Issue] = []
+        driver = _dict(self.spec.get("driver"))
+        self.driver_kind = _str(driver.get("kind")) or "fake"
+        self.workloads = {
+            name: w for w in _list(self.spec.get("workloads")) if (name := _str(_dict(w).get("name"))) is not None
+        }
+        self.node_names: list[str] = []
+        for group in _list(self.spec.get("nodes")):
+            self.node_names += expand_node_names(_dict(group))
+        self.classes = {
+            name for c in _list(self.spec.get("deviceClasses")) if (name := _str(_dict(c).get("name"))) is not None
+        }
+        if self.driver_kind == "external" and _str(driver.get("deviceClass")):
+            self.classes.add(driver["deviceClass"])
+
+    def add(self, path: Path, message: str, on_key: bool = False) -> None:
+        self.issues.append(Issue(path, message, on_key))
+
+    def extend(self, issues: Iterator[Issue]) -> None:
+        self.issues.extend(issues)
+
+    def run(self) -> list[Issue]:
+        for check in (self.cluster, self.driver, self.nodes, self.device_classes, self.workloads_, self.timeline,
+                      self.expect):  # fmt: skip
+            check()
+        return self.issues
+
+    # -- sections ------------------------------------------------------------------------------
+
+    def cluster(self) -> None:
+        cluster = _dict(self.spec.get("cluster"))
+        if (_str(cluster.get("backend")) or "local") != "kubeconfig":
+            for key in ("kubeconfig", "context"):
+                if cluster.get(key) is not None:
+                    self.add(("spec", "cluster", key), f"{key!r} needs backend: kubeconfig", on_key=True)
+
+    def driver(self) -> None:
+        driver = _dict(self.spec.get("driver"))
+        path: Path = ("spec", "driver")
+        if self.driver_kind == "external":
+            if driver.get("deviceClass") is None:
+                self.add(path, "missing 'deviceClass': the DeviceClass the external driver installs")
+            if driver.get("mutant") is not None:
+                self.add(path + ("mutant",), "mutants exist for the fake driver only", on_key=True)
+        elif driver.get("deviceClass") is not None:
+            self.add(path + ("deviceClass",), "'deviceClass' is for an external driver; declare deviceClasses "
+                     "for the fake driver", on_key=True)  # fmt: skip
+
+    def nodes(self) -> None:
+        groups = _list(self.spec.get("nodes"))
+        if self.driver_kind == "fake" and isinstance(self.spec.get("nodes", []), list) and not groups:
+            self.add(("spec", "nodes") if "nodes" in self.spec else ("spec",),
+                     "the fake driver needs at least one node group in 'nodes'")  # fmt: skip
+        seen: dict[str, Path] = {}
+        for i, raw in enumerate(groups):
+            group = _dict(raw)
+            path: Path = ("spec", "nodes", i)
+            if not isinstance(raw, dict):
+                continue
+            self.extend(_exactly_one(group, ("name", "namePrefix"), path))
+            if group.get("count") is not None and group.get("namePrefix") is None:
+                self.add(path + ("count",), "'count' needs 'namePrefix' (nodes are named <namePrefix>-<i>)",
+                         on_key=True)  # fmt: skip
+            key = "namePrefix" if group.get("namePrefix") is not None else "name"
+            for name in expand_node_names(group):
+                if name in seen:
+                    self.add(path + (key,), f"node {name!r} is declared twice; first by {render_path(seen[name])}")
+                    break
+                seen[name] = path + (key,)
+            topology = group.get("topology")
+            if self.driver_kind == "fake" and topology is None:
+                self.add(path, "missing 'topology': the fake driver needs the devices of each node")
+            elif self.driver_kind == "external" and topology is not None:
+                self.add(path + ("topology",), "'topology' is for the fake driver; an external driver publishes "
+                         "its own devices", on_key=True)  # fmt: skip
+            if isinstance(topology, dict):
+                self.topology(topology, path + ("topology",))
+
+    def topology(self, topology: dict[str, Any], path: Path) -> None:
+        self.extend(_exactly_one(topology, ("preset", "gpus", "devices"), path))
+        gpus = _int(topology.get("gpus"))
+        if topology.get("gpus") is None:
+            for key in ("productName", "memory", "nvlinkDomains", "numaNodes", "allowMultipleAllocations"):
+                if key in topology:
+                    self.add(path + (key,), f"{key!r} describes generated GPUs; it needs 'gpus'", on_key=True)
+        elif gpus is not None:
+            for key in ("nvlinkDomains", "numaNodes"):
+                n = _int(topology.get(key))
+                if n is not None and n > 0 and gpus % n:
+                    self.add(path + (key,), f"{gpus} gpus cannot be split evenly into {n} {key}")
+        self.extend(_unique(_list(topology.get("devices")), "name", path + ("devices",), "device name"))
+
+    def device_classes(self) -> None:
+        self.extend(_unique(_list(self.spec.get("deviceClasses")), "name", ("spec", "deviceClasses"),
+                            "device class name"))  # fmt: skip
+
+    def workloads_(self) -> None:
+        workloads = _list(self.spec.get("workloads"))
+        self.extend(_unique(workloads, "name", ("spec", "workloads"), "workload name"))
+        gates = _dict(_dict(self.spec.get("cluster")).get("featureGates"))
+        for i, raw in enumerate(workloads):
+            if not isinstance(raw, dict):
+                continue
+            w: dict[str, Any] = raw
+            path: Path = ("spec", "workloads", i)
+            replicas = _int(w.get("replicas"))
+            if w.get("gang") == "podgroup" and gates.get("GenericWorkload") is not True:
+                self.add(path + ("gang",), "gang: podgroup needs the Workload/PodGroup API: set "
+                         "spec.cluster.featureGates.GenericWorkload: true")  # fmt: skip
+            min_count = _int(w.get("minCount"))
+            if w.get("minCount") is not None and w.get("gang") != "podgroup":
+                self.add(path + ("minCount",), "'minCount' needs gang: podgroup", on_key=True)
+            elif min_count is not None and replicas is not None and min_count > replicas:
+                self.add(path + ("minCount",), f"expected at most replicas ({replicas}), got {min_count}")
+            if w.get("priority") is not None and w.get("priorityClassName") is not None:
+                self.add(path + ("priorityClassName",), "set only one of 'priority', 'priorityClassName'",
+                         on_key=True)  # fmt: skip
+            other = _str(w.get("interleaveWith"))
+            if other is not None:
+                if other == w.get("name"):
+                    self.add(path + ("interleaveWith",), "a workload cannot interleave with itself")
+                elif other not in self.workloads:
+                    self.add(path + ("interleaveWith",), self._unknown("workload", other, self.workloads))
+            claims = _list(w.get("claims"))
+            self.extend(_unique(claims, "name", path + ("claims",), "claim name"))
+            for j, claim in enumerate(claims):
+                if isinstance(claim, dict):
+                    self.claim(claim, path + ("claims", j))
+
+    def claim(self, claim: dict[str, Any], path: Path) -> None:
+        requests = _list(claim.get("requests"))
+        self.extend(_unique(requests, "name", path + ("requests",), "request name"))
+        names = {n for r in requests if (n := _str(_dict(r).get("name"))) is not None}
+        for k, raw in enumerate(requests):
+            if not isinstance(raw, dict):
+                continue
+            rpath = path + ("requests", k)
+            self.extend(_exactly_one(raw, ("deviceClassName", "firstAvailable"), rpath))
+            if raw.get("firstAvailable") is not None:
+                for key in ("selectors", "allocationMode", "count", "adminAccess", "tolerations"):
+                    if key in raw:
+                        self.add(rpath + (key,), f"{key!r} belongs in each 'firstAvailable' entry", on_key=True)
+                subs = _list(raw.get("firstAvailable"))
+                self.extend(_unique(subs, "name", rpath + ("firstAvailable",), "sub-request name"))
+                for s, sub in enumerate(subs):
+                    if isinstance(sub, dict):
+                        self.request_body(sub, rpath + ("firstAvailable", s))
+            else:
+                self.request_body(raw, rpath)
+        for k, raw in enumerate(_list(claim.get("constraints"))):
+            if not isinstance(raw, dict):
+                continue
+            cpath = path + ("constraints", k)
+            self.extend(_exactly_one(raw, ("matchAttribute", "distinctAttribute"), cpath))
+            self.request_refs(raw, cpath, names)
+        for k, raw in enumerate(_list(claim.get("config"))):
+            if isinstance(raw, dict):
+                self.request_refs(raw, path + ("config", k), names)
+
+    def request_body(self, request: dict[str, Any], path: Path) -> None:
+        cls = _str(request.get("deviceClassName"))
+        if cls is not None and cls not in self.classes:
+            self.add(path + ("deviceClassName",), self._unknown("device class", cls, self.classes,
+                     hint="declare it in spec.deviceClasses"))  # fmt: skip
+        if request.get("allocationMode") == "All" and request.get("count") is not None:
+            self.add(path + ("count",), "'count' needs allocationMode: ExactCount; All takes every matching device",
+                     on_key=True)  # fmt: skip
+
+    def request_refs(self, item: dict[str, Any], path: Path, names: set[str]) -> None:
+        for r, name in enumerate(_list(item.get("requests"))):
+            if isinstance(name, str) and name not in names:
+                self.add(path + ("requests", r), self._unknown("request", name, names))
+
+    def timeline(self) -> None:
+        steps = _list(self.spec.get("timeline"))
+        self.extend(_unique(steps, "name", ("spec", "timeline"), "step name"))
+        for i, raw in enumerate(steps):
+            if isinstance(raw, dict):
+                self.step(raw, ("spec", "timeline", i))
+
+    def step(self, step: dict[str, Any], path: Path) -> None:
+        self.extend(_exactly_one(step, ("at", "when"), path))
+        when = step.get("when")
+        if isinstance(when, dict):
+            workload = self.workload_ref(when, path + ("when",))
+            count = _int(when.get("count"))
+            replicas = _int(_dict(workload).get("replicas"))
+            if count is not None and replicas is not None and count > replicas:
+                self.add(path + ("when", "count"), f"expected at most replicas ({replicas}), got {count}")
+        target = step.get("target")
+        if isinstance(target, dict):
+            self.target(target, path + ("target",))
+        kind = _str(step.get("fault"))
+        if kind is None:
+            return
+        if kind not in self.faults:
+            names = self.faults.names()
+            close = difflib.get_close_matches(kind, names, n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            known = ", ".join(names) or "none registered (is draguard.chaos imported?)"
+            self.add(path + ("fault",), f"unknown fault kind {kind!r}; {guess}known: {known}")
+            return
+        params_model = self.faults.get(kind).params
+        params = step.get("params", {})
+        if not isinstance(params, dict):
+            return  # the schema pass reports it
+        if params_model is None:
+            if params:
+                self.add(path + ("params",), f"fault {kind!r} takes no params")
+            return
+        try:
+            params_model.model_validate(params)
+        except ValidationError as exc:
+            self.extend(iter(from_validation_error(exc, params, params_model, path + ("params",))))
+
+    def workload_ref(self, item: dict[str, Any], path: Path) -> dict[str, Any] | None:
+        name = _str(item.get("workload"))
+        if name is None:
+            return None
+        if name not in self.workloads:
+            self.add(path + ("workload",), self._unknown("workload", name, self.workloads))
+            return None
+        return _dict(self.workloads[name])
+
+    def target(self, target: dict[str, Any], path: Path) -> None:
+        if not any(target.get(k) is not None for k in ("workload", "node")):
+            self.add(path, "set 'workload' or 'node' (or both)")
+        workload = self.workload_ref(target, path)
+        for key in ("member", "claim"):
+            if target.get(key) is not None and target.get("workload") is None:
+                self.add(path + (key,), f"{key!r} needs 'workload'", on_key=True)
+        member = _int(target.get("member"))
+        replicas = _int(_dict(workload).get("replicas"))
+        if member is not None and replicas is not None and not 0 <= member < replicas:
+            self.add(path + ("member",), f"expected a member index from 0 to {replicas - 1}, 'random' or 'all', "
+                     f"got {member}")  # fmt: skip
+        claim = _str(target.get("claim"))
+        if claim is not None and workload is not None:
+            claims = {n for c in _list(workload.get("claims")) if (n := _str(_dict(c).get("name"))) is not None}
+            if claim not in claims:
+                self.add(path + ("claim",), self._unknown(f"claim of workload {workload.get('name')!r}", claim,
+                                                          claims))  # fmt: skip
+        node = _str(target.get("node"))
+        if node is not None and node not in _MEMBER_KEYWORDS and self.node_names and node not in self.node_names:
+            self.add(path + ("node",), self._unknown("node", node, [*self.node_names, *_MEMBER_KEYWORDS]))
+        if target.get("device") is not None and target.get("node") is None:
+            self.add(path + ("device",), "'device' needs 'node'", on_key=True)
+
+    def expect(self) -> None:
+        expect = _dict(self.spec.get("expect"))
+        lists: dict[str, list[Any]] = {key: _list(expect.get(key)) for key in ("hold", "violate")}
+        for key, names in lists.items():
+            seen: set[str] = set()
+            for i, name in enumerate(names):
+                if not isinstance(name, str):
+                    continue
+                if name not in self.invariants:
+                    self.add(("spec", "expect", key, i), self._unknown("invariant", name, self.invariants.names()))
+                elif name in seen:
+                    self.add(("spec", "expect", key, i), f"invariant {name!r} is listed twice")
+                seen.add(name)
+        for i, name in enumerate(lists["violate"]):
+            if isinstance(name, str) and name in lists["hold"]:
+                self.add(("spec", "expect", "violate", i), f"invariant {name!r} cannot both hold and be violated")
+
+    @staticmethod
+    def _unknown(what: str, name: str, known: Any, hint: str = "") -> str:
+        names = sorted(known)
+        listed = ", ".join(names) if names else "none declared"
+        close = difflib.get_close_matches(name, names, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown {what} {name!r}; {guess}expected one of: {listed}" + (f" ({hint})" if hint else "")
+
+
+def check_document(doc: dict[str, Any], *, faults: Registry[Any], invariants: Registry[Any]) -> list[Issue]:
+    """Every cross-field problem of the parsed document ``doc``."""
+    return _Checker(doc, faults, invariants).run()
+

@@ -1,0 +1,520 @@
+"""The external scenario format ``draguard.dev/v1alpha1`` ``Scenario``: strict pydantic models.
+
+These models describe a scenario file exactly as written (camelCase keys, durations as ``"30s"``).
+They are strict (no coercion: ``"3"`` is not an integer), closed (``extra="forbid"``: an unknown
+key is an error) and frozen. Each field's docstring becomes its description in the JSON Schema
+that :func:`json_schema` publishes for editors (``draguard schema``).
+
+Checks that span fields (unique names, references between sections, "exactly one of") live in
+``checks.py`` so that each problem names its own field; the loader runs both and reports every
+problem of a file at once. Runner code never reads these models: the loader converts them into
+the frozen dataclasses of ``types.py``.
+
+Reusable value types for fault parameter models (``draguard.chaos``): :data:`Duration`,
+:data:`PositiveDuration`, :data:`Quantity`, :data:`DnsLabel`, and the base :class:`Params`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+
+from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.scenario.types import (
+    API_VERSION,
+    KIND,
+    AllocationMode,
+    AttributeValue,
+    Backend,
+    ClaimSource,
+    DriverKind,
+    GangPolicy,
+    Member,
+    PodPhase,
+    SharingStrategy,
+    TaintEffect,
+    TolerationOperator,
+)
+
+__all__ = [
+    "Duration",
+    "PositiveDuration",
+    "Quantity",
+    "DnsLabel",
+    "DnsSubdomain",
+    "QualifiedName",
+    "FullyQualifiedName",
+    "PATTERN_WORDS",
+    "Params",
+    "parse_duration",
+    "format_duration",
+    "ScenarioDocument",
+    "Metadata",
+    "ScenarioSpec",
+    "ClusterSpec",
+    "DriverSpec",
+    "NodeGroupSpec",
+    "TopologySpec",
+    "DeviceSpec",
+    "DeviceTaintSpec",
+    "DeviceClassSpec",
+    "WorkloadSpec",
+    "ClaimSpec",
+    "RequestSpec",
+    "SubRequestSpec",
+    "TolerationSpec",
+    "ConstraintSpec",
+    "SharingSpec",
+    "OpaqueConfigSpec",
+    "StepSpec",
+    "ConditionSpec",
+    "TargetSpec",
+    "SettleSpec",
+    "ExpectSpec",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Value types
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_HINT = "a duration like '500ms', '30s', '2m' or '1h30m'"
+
+
+def parse_duration(value: Any) -> timedelta:
+    """``"1h30m"`` -> ``timedelta(minutes=90)``; units ms, s, m, h (Go's ``time.ParseDuration`` subset)."""
+    if isinstance(value, timedelta):
+        return value
+    if not isinstance(value, str) or not _DURATION.match(value.strip()):
+        raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
+    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value.strip()))
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest ``parse_duration`` spelling of ``value`` (``timedelta(seconds=90)`` -> ``"1m30s"``)."""
+    ms = round(value.total_seconds() * 1000)
+    if ms == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        n, ms = divmod(ms, size)
+        if n:
+            parts.append(f"{n}{unit}")
+    return "".join(parts)
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError(f"expected a positive duration, got {format_duration(value)!r}")
+    return value
+
+
+_DURATION_SCHEMA = {
+    "type": "string",
+    "pattern": r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$",
+    "examples": ["30s", "2m", "1h30m"],
+}
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema({**_DURATION_SCHEMA, "description": DURATION_HINT}),
+]
+"""A duration written ``"30s"``; validates into a :class:`timedelta`."""
+PositiveDuration = Annotated[Duration, AfterValidator(_positive)]
+"""A :data:`Duration` greater than zero."""
+
+PATTERN_WORDS: dict[str, str] = {}
+"""Regular expression of a value type -> the words an error message uses for it."""
+
+
+def _pattern(regex: str, words: str, max_length: int | None = None) -> Any:
+    PATTERN_WORDS[regex] = words
+    return Field(pattern=regex, max_length=max_length)
+
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]{0,31}"
+
+Quantity = Annotated[
+    str, _pattern(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$", "a Kubernetes quantity like '80Gi' or '4'")
+]
+"""A Kubernetes quantity: ``80Gi``, ``500m``, ``4``."""
+DnsLabel = Annotated[
+    str,
+    _pattern(
+        rf"^{_LABEL}$",
+        "a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
+        63,
+    ),
+]
+"""A DNS label (RFC 1123): lower-case letters, digits and '-', at most 63 characters."""
+DnsSubdomain = Annotated[
+    str, _pattern(rf"^{_SUBDOMAIN}$", "a DNS subdomain (dot-separated DNS labels, e.g. 'gpu.example.com')", 253)
+]
+"""A DNS subdomain (RFC 1123): dot-separated DNS labels, at most 253 characters."""
+QualifiedName = Annotated[
+    str,
+    _pattern(
+        rf"^({_SUBDOMAIN}/)?{_IDENT}$",
+        "an attribute name: a C identifier of at most 32 characters, optionally after '<domain>/'",
+    ),
+]
+"""A device attribute or capacity name: a C identifier, optionally prefixed by ``<domain>/``."""
+FullyQualifiedName = Annotated[
+    str, _pattern(rf"^{_SUBDOMAIN}/{_IDENT}$", "an attribute name with its domain, like 'gpu.example.com/nvlinkDomain'")
+]
+"""An attribute name with its domain: ``gpu.draguard.dev/nvlinkDomain``."""
+CelExpression = Annotated[str, Field(min_length=1, max_length=10 * 1024)]
+"""A CEL expression over ``device`` (``device.driver``, ``device.attributes[...]``, ``device.capacity[...]``)."""
+FaultKind = Annotated[str, _pattern(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", "a kebab-case name like 'drain-node'")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=False,
+        use_attribute_docstrings=True,
+        hide_input_in_errors=True,
+    )
+
+
+class Params(BaseModel):
+    """Base for fault parameter models: strict, closed, frozen, camelCase keys in YAML."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=False,
+        use_attribute_docstrings=True,
+        hide_input_in_errors=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The document
+
+
+class Metadata(_Model):
+    name: DnsLabel
+    """The scenario's name (a DNS label); reports and replays use it."""
+    description: str = ""
+    """What the scenario shows, for humans."""
+    labels: dict[str, str] = {}
+    """Free-form labels, e.g. for selecting scenarios."""
+
+
+class ClusterSpec(_Model):
+    backend: Backend = "local"
+    """``local``: draguard starts etcd, kube-apiserver, scheduler and controller-manager; ``kubeconfig``: use an existing cluster."""
+    kubeconfig: str | None = None
+    """Path of the kubeconfig (``kubeconfig`` backend only; default: $KUBECONFIG)."""
+    context: str | None = None
+    """Context in the kubeconfig (``kubeconfig`` backend only)."""
+    feature_gates: dict[str, bool] = {}
+    """Kubernetes feature gates, set on every component, e.g. ``{GenericWorkload: true}`` for gang scheduling."""
+    runtime_config: dict[str, bool] = {}
+    """Extra kube-apiserver ``--runtime-config`` entries, e.g. ``{scheduling.k8s.io/v1beta1: true}``."""
+
+
+class DriverSpec(_Model):
+    kind: DriverKind = "fake"
+    """``fake``: draguard's fake DRA driver on fake nodes; ``external``: a driver already installed."""
+    name: DnsSubdomain = DEFAULT_DRIVER
+    """The driver name published in ResourceSlices (``spec.driver``)."""
+    mutant: FaultKind | None = None
+    """A named misbehaviour of the fake driver (e.g. ``forget-before-reset``); ``fake`` only."""
+    device_class: DnsSubdomain | None = None
+    """The DeviceClass an ``external`` driver installs; claims may name it. Required for ``external``."""
+
+
+class DeviceTaintSpec(_Model):
+    key: QualifiedName
+    """Taint key."""
+    value: str = ""
+    """Taint value."""
+    effect: TaintEffect
+    """``None``, ``NoSchedule`` or ``NoExecute``."""
+
+
+class DeviceSpec(_Model):
+    name: DnsLabel
+    """Device name, unique on its node (``gpu-0``)."""
+    attributes: dict[QualifiedName, AttributeValue] = {}
+    """Attributes; a bare name belongs to the driver's domain (``nvlinkDomain: 0``)."""
+    capacity: dict[QualifiedName, Quantity] = {}
+    """Capacities as quantities (``memory: 80Gi``)."""
+    allow_multiple_allocations: bool = False
+    """Whether several claims may be allocated this device at once (consumable capacity)."""
+    taints: list[DeviceTaintSpec] = Field(default=[], max_length=16)
+    """Taints published on the device."""
+
+
+class TopologySpec(_Model):
+    """Exactly one of ``preset``, ``gpus`` or ``devices``."""
+
+    preset: DnsLabel | None = None
+    """A named topology of the fake driver (e.g. ``h100-sxm-8``)."""
+    gpus: int | None = Field(default=None, ge=1, le=128)
+    """Generate this many GPUs (``gpu-0`` ... ``gpu-<n-1>``)."""
+    product_name: str | None = None
+    """``productName`` attribute of generated GPUs."""
+    memory: Quantity | None = None
+    """``memory`` capacity of each generated GPU."""
+    nvlink_domains: int = Field(default=1, ge=1)
+    """Generated GPUs are split evenly into this many NVLink domains (attribute ``nvlinkDomain``)."""
+    numa_nodes: int = Field(default=1, ge=1)
+    """Generated GPUs are split evenly across this many NUMA nodes (``resource.kubernetes.io/numaNode``)."""
+    allow_multiple_allocations: bool = False
+    """Generated GPUs may be allocated to several claims at once."""
+    devices: list[DeviceSpec] | None = Field(default=None, min_length=1, max_length=128)
+    """An explicit device list."""
+
+
+class NodeGroupSpec(_Model):
+    """One node (``name``) or ``count`` nodes named ``<namePrefix>-0`` ... (``namePrefix``)."""
+
+    name: DnsSubdomain | None = None
+    """The name of a single node."""
+    name_prefix: DnsSubdomain | None = None
+    """Prefix of ``count`` nodes named ``<namePrefix>-<i>``."""
+    count: int | None = Field(default=None, ge=1, le=1000)
+    """How many nodes (with ``namePrefix``; default 1)."""
+    labels: dict[str, str] = {}
+    """Node labels."""
+    topology: TopologySpec | None = None
+    """The devices of each node (``fake`` driver; required there)."""
+
+
+class DeviceClassSpec(_Model):
+    name: DnsSubdomain
+    """DeviceClass name; requests refer to it by ``deviceClassName``."""
+    selectors: list[CelExpression] = Field(default=[], max_length=32)
+    """CEL selectors every device of the class must match."""
+    extended_resource_name: str | None = None
+    """Extended resource served by this class (DRAExtendedResource), e.g. ``example.com/gpu``."""
+
+
+class TolerationSpec(_Model):
+    key: str | None = None
+    """Taint key to tolerate (empty with ``Exists``: every taint)."""
+    operator: TolerationOperator = "Equal"
+    """``Equal`` or ``Exists``."""
+    value: str | None = None
+    """Taint value (``Equal``)."""
+    effect: TaintEffect | None = None
+    """Taint effect to tolerate (empty: all)."""
+    toleration_seconds: int | None = Field(default=None, ge=0)
+    """For ``NoExecute``: how long the allocation stays after the taint appears."""
+
+
+class SubRequestSpec(_Model):
+    name: DnsLabel
+    """Sub-request name; results are named ``<request>/<subrequest>``."""
+    device_class_name: DnsSubdomain
+    """The DeviceClass (declared in ``deviceClasses``, or the external driver's)."""
+    selectors: list[CelExpression] = Field(default=[], max_length=32)
+    """CEL selectors on top of the class's."""
+    allocation_mode: AllocationMode = "ExactCount"
+    """``ExactCount`` (``count`` devices) or ``All`` (every matching device of a node)."""
+    count: int | None = Field(default=None, ge=1)
+    """Number of devices for ``ExactCount`` (default 1)."""
+    tolerations: list[TolerationSpec] = Field(default=[], max_length=16)
+    """Device taints to tolerate."""
+
+
+class RequestSpec(_Model):
+    """Exactly one of ``deviceClassName`` (an exact request) or ``firstAvailable`` (a prioritized list)."""
+
+    name: DnsLabel
+    """Request name, unique in the claim; constraints and results refer to it."""
+    device_class_name: DnsSubdomain | None = None
+    """The DeviceClass (declared in ``deviceClasses``, or the external driver's)."""
+    selectors: list[CelExpression] = Field(default=[], max_length=32)
+    """CEL selectors on top of the class's."""
+    allocation_mode: AllocationMode = "ExactCount"
+    """``ExactCount`` (``count`` devices) or ``All`` (every matching device of a node)."""
+    count: int | None = Field(default=None, ge=1)
+    """Number of devices for ``ExactCount`` (default 1)."""
+    admin_access: bool = False
+    """Admin access: the devices stay allocatable to others (monitoring)."""
+    tolerations: list[TolerationSpec] = Field(default=[], max_length=16)
+    """Device taints to tolerate."""
+    first_available: list[SubRequestSpec] | None = Field(default=None, min_length=1, max_length=8)
+    """Alternatives tried in order; the first that fits is allocated."""
+
+
+class ConstraintSpec(_Model):
+    """Exactly one of ``matchAttribute`` or ``distinctAttribute``."""
+
+    requests: list[DnsLabel] = []
+    """Requests the constraint covers (empty: all requests of the claim)."""
+    match_attribute: FullyQualifiedName | None = None
+    """All covered devices must have the same value of this attribute."""
+    distinct_attribute: FullyQualifiedName | None = None
+    """All covered devices must have different values of this attribute."""
+
+
+class SharingSpec(_Model):
+    strategy: SharingStrategy
+    """How pods share the claim's devices: ``TimeSlicing`` or ``MPS``."""
+
+
+class OpaqueConfigSpec(_Model):
+    requests: list[DnsLabel] = []
+    """Requests the configuration applies to (empty: all)."""
+    driver: DnsSubdomain
+    """The driver that interprets ``parameters``."""
+    parameters: dict[str, Any]
+    """Driver-specific parameters (an object with ``apiVersion`` and ``kind``, as the driver expects)."""
+
+
+class ClaimSpec(_Model):
+    name: DnsLabel
+    """Claim name in the pod (``spec.resourceClaims[].name``)."""
+    source: ClaimSource = "template"
+    """``template``: one claim per pod; ``shared``: one claim for the whole gang."""
+    requests: list[RequestSpec] = Field(min_length=1, max_length=32)
+    """Device requests."""
+    constraints: list[ConstraintSpec] = Field(default=[], max_length=32)
+    """Constraints across the devices of several requests."""
+    sharing: SharingSpec | None = None
+    """The sharing strategy, when pods share an accelerator."""
+    config: list[OpaqueConfigSpec] = Field(default=[], max_length=32)
+    """Opaque driver configuration."""
+
+
+class WorkloadSpec(_Model):
+    name: DnsLabel
+    """Workload name; pods are named ``<name>-<i>``."""
+    replicas: int = Field(ge=1, le=1000)
+    """Number of pods in the gang."""
+    gang: GangPolicy = "none"
+    """``none``: pods scheduled one by one; ``podgroup``: the Workload/PodGroup API (needs GenericWorkload)."""
+    min_count: int | None = Field(default=None, ge=1)
+    """PodGroup ``minCount`` (``podgroup`` only; default ``replicas``)."""
+    priority: int | None = None
+    """Pod priority value (or use ``priorityClassName``)."""
+    priority_class_name: DnsSubdomain | None = None
+    """An existing PriorityClass."""
+    interleave_with: DnsLabel | None = None
+    """Create pods alternately with this workload's: a0, b0, a1, b1, ..."""
+    image: str | None = None
+    """Container image (default: the runner's pause image)."""
+    run_for: PositiveDuration | None = None
+    """Each pod exits successfully after this long (default: runs until the scenario ends)."""
+    extended_resources: dict[str, int] = {}
+    """Legacy extended resources per pod (``nvidia.com/gpu: 1``)."""
+    claims: list[ClaimSpec] = []
+    """The pod's resource claims."""
+
+
+class ConditionSpec(_Model):
+    workload: DnsLabel
+    """The workload whose pods are watched."""
+    phase: PodPhase
+    """``Pending``, ``Scheduled`` (bound to a node), ``Running``, ``Succeeded``, ``Failed`` or ``Deleted``."""
+    count: int | None = Field(default=None, ge=1)
+    """How many members must be in ``phase`` (default: all replicas)."""
+
+
+class TargetSpec(_Model):
+    workload: DnsLabel | None = None
+    """A declared workload."""
+    member: Member | None = None
+    """A member index, ``random`` or ``all`` (default ``random``)."""
+    claim: DnsLabel | None = None
+    """A claim name of ``workload``."""
+    node: DnsSubdomain | None = None
+    """A node name, ``random`` or ``all``."""
+    device: DnsLabel | None = None
+    """A device name on the targeted node."""
+
+
+class StepSpec(_Model):
+    """Exactly one of ``at`` or ``when``."""
+
+    name: DnsLabel | None = None
+    """Step name for reports (default ``<index>-<fault>``)."""
+    at: Duration | None = None
+    """Time after the workloads are created."""
+    when: ConditionSpec | None = None
+    """Run as soon as this condition is reached."""
+    fault: FaultKind
+    """The fault kind (see ``draguard schema`` for the known kinds)."""
+    target: TargetSpec | None = None
+    """What the fault acts on."""
+    params: dict[str, Any] = {}
+    """The fault's parameters, validated against the fault's parameter model."""
+
+
+class SettleSpec(_Model):
+    timeout: PositiveDuration = timedelta(seconds=60)
+    """How long the system may take to converge after the last step before invariants judge it."""
+    cleanup: PositiveDuration = timedelta(seconds=60)
+    """How long consumers may take to go after deletion before ``no-leak`` judges."""
+
+
+class ExpectSpec(_Model):
+    hold: list[str] | None = None
+    """Invariants that must hold (default: every invariant not listed in ``violate``)."""
+    violate: list[str] = []
+    """Invariants an incident reproduction must show violated."""
+
+
+class ScenarioSpec(_Model):
+    seed: int = Field(default=0, ge=0)
+    """Seed for every random choice (``random`` members and nodes, jitter)."""
+    cluster: ClusterSpec = ClusterSpec()
+    """The Kubernetes cluster."""
+    driver: DriverSpec = DriverSpec()
+    """The DRA driver under test."""
+    nodes: list[NodeGroupSpec] = []
+    """Nodes and their devices (required for the ``fake`` driver)."""
+    device_classes: list[DeviceClassSpec] = []
+    """DeviceClasses to create."""
+    workloads: list[WorkloadSpec] = Field(min_length=1)
+    """The workloads (gangs of pods)."""
+    timeline: list[StepSpec] = []
+    """Chaos steps."""
+    settle: SettleSpec = SettleSpec()
+    """Settle and cleanup timeouts."""
+    expect: ExpectSpec = ExpectSpec()
+    """Invariants that must hold, and violations an incident reproduction must show."""
+
+
+class ScenarioDocument(_Model):
+    """A draguard chaos scenario."""
+
+    api_version: Literal["draguard.dev/v1alpha1"] = Field(alias="apiVersion")
+    """Always ``draguard.dev/v1alpha1``."""
+    kind: Literal["Scenario"]
+    """Always ``Scenario``."""
+    metadata: Metadata
+    """Name and description."""
+    spec: ScenarioSpec
+    """What to run and what to expect."""
+
+
+assert API_VERSION == "draguard.dev/v1alpha1" and KIND == "Scenario"  # keep the Literal above in step

@@ -1,0 +1,335 @@
+"""The validated scenario as plain frozen values: what the runner, the chaos steps and reports read.
+
+The loader (``loader.py``) validates a YAML file against the external, versioned pydantic model
+(``model.py``, ``draguard.dev/v1alpha1``) and converts it into these dataclasses (``convert.py``),
+the way kwok turns versioned external types into internal ones. Past the loader nothing sees YAML,
+camelCase or unvalidated data:
+
+- names are snake_case, durations are :class:`datetime.timedelta`, mappings are read-only;
+- node groups are expanded into one :class:`Node` per node (``namePrefix: gpu, count: 2`` ->
+  ``gpu-0``, ``gpu-1``);
+- defaults are filled in (``count`` of an ExactCount request, ``minCount`` of a gang, the invariants
+  to hold when ``expect.hold`` is omitted);
+- a timeline step carries its fault's ``params`` already validated into the fault's registered
+  pydantic model (an instance), or None for a fault without a params model.
+
+Every closed set is a ``Literal`` alias below; ``model.py`` uses the same aliases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "Backend",
+    "DriverKind",
+    "GangPolicy",
+    "ClaimSource",
+    "AllocationMode",
+    "TaintEffect",
+    "TolerationOperator",
+    "SharingStrategy",
+    "PodPhase",
+    "Member",
+    "AttributeValue",
+    "Scenario",
+    "Cluster",
+    "Driver",
+    "Node",
+    "Topology",
+    "Device",
+    "DeviceTaint",
+    "DeviceClass",
+    "Workload",
+    "Claim",
+    "Request",
+    "SubRequest",
+    "Toleration",
+    "Constraint",
+    "Sharing",
+    "OpaqueConfig",
+    "Step",
+    "Condition",
+    "Target",
+    "Settle",
+    "Expectations",
+]
+
+API_VERSION = "draguard.dev/v1alpha1"
+KIND = "Scenario"
+
+Backend = Literal["local", "kubeconfig"]
+"""``local``: draguard starts its own control plane; ``kubeconfig``: an existing cluster."""
+DriverKind = Literal["fake", "external"]
+"""``fake``: draguard's fake DRA driver on fake nodes; ``external``: a driver already installed."""
+GangPolicy = Literal["none", "podgroup"]
+"""``none``: pods are scheduled one by one; ``podgroup``: the Kubernetes Workload/PodGroup API."""
+ClaimSource = Literal["template", "shared"]
+"""``template``: one claim per pod from a ResourceClaimTemplate; ``shared``: one claim for the gang."""
+AllocationMode = Literal["ExactCount", "All"]
+TaintEffect = Literal["None", "NoSchedule", "NoExecute"]
+TolerationOperator = Literal["Exists", "Equal"]
+SharingStrategy = Literal["TimeSlicing", "MPS"]
+PodPhase = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Deleted"]
+"""Pod phases plus ``Scheduled`` (bound to a node) and ``Deleted`` (gone from the API)."""
+Member = int | Literal["random", "all"]
+"""A gang member: its index, a random one (drawn from the scenario seed), or every member."""
+AttributeValue = bool | int | str
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    backend: Backend
+    kubeconfig: Path | None
+    context: str | None
+    feature_gates: Mapping[str, bool]
+    runtime_config: Mapping[str, bool]
+
+    @property
+    def gang_scheduling(self) -> bool:
+        """Whether the Workload/PodGroup API (feature gate ``GenericWorkload``) is on."""
+        return self.feature_gates.get("GenericWorkload", False)
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    kind: DriverKind
+    name: str
+    """The driver name, e.g. ``gpu.draguard.dev``: the ResourceSlice ``spec.driver``."""
+    mutant: str | None
+    """A named misbehaviour of the fake driver (``fake`` only), or None for the correct driver."""
+    device_class: str | None
+    """The DeviceClass an ``external`` driver installs; None for ``fake``."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """An explicitly listed device of the fake driver (v1 ResourceSlice ``Device`` shape, simplified)."""
+
+    name: str
+    attributes: Mapping[str, AttributeValue]
+    """Attribute name (bare: the driver's domain; or ``domain/name``) -> value."""
+    capacity: Mapping[str, str]
+    """Capacity name -> Kubernetes quantity string (``80Gi``)."""
+    allow_multiple_allocations: bool
+    taints: tuple[DeviceTaint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Devices the fake driver publishes on one node: a preset, a generated GPU box, or a device list.
+
+    Exactly one of ``preset``, ``gpus`` or ``devices`` is set (``devices`` is empty otherwise).
+    """
+
+    preset: str | None
+    gpus: int | None
+    product_name: str | None
+    memory: str | None
+    nvlink_domains: int
+    numa_nodes: int
+    allow_multiple_allocations: bool
+    devices: tuple[Device, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    group: str
+    """The ``name`` or ``namePrefix`` of the node group this node came from."""
+    labels: Mapping[str, str]
+    topology: Topology | None
+    """None when the nodes belong to an external driver."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...]
+    """CEL expressions over ``device``."""
+    extended_resource_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None
+    operator: TolerationOperator
+    value: str | None
+    effect: TaintEffect | None
+    toleration_seconds: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubRequest:
+    name: str
+    device_class_name: str
+    selectors: tuple[str, ...]
+    allocation_mode: AllocationMode
+    count: int | None
+    """Filled (default 1) for ExactCount; None for All."""
+    tolerations: tuple[Toleration, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A claim's request: either exact (``device_class_name`` set) or ``first_available`` (non-empty)."""
+
+    name: str
+    device_class_name: str | None
+    selectors: tuple[str, ...]
+    allocation_mode: AllocationMode
+    count: int | None
+    admin_access: bool
+    tolerations: tuple[Toleration, ...]
+    first_available: tuple[SubRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """Exactly one of ``match_attribute`` / ``distinct_attribute`` is set; empty ``requests`` = all."""
+
+    requests: tuple[str, ...]
+    match_attribute: str | None
+    distinct_attribute: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    strategy: SharingStrategy
+
+
+@dataclass(frozen=True, slots=True)
+class OpaqueConfig:
+    requests: tuple[str, ...]
+    driver: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    name: str
+    source: ClaimSource
+    requests: tuple[Request, ...]
+    constraints: tuple[Constraint, ...]
+    sharing: Sharing | None
+    """The sharing strategy; the runner writes it as opaque config ``parameters.sharing.strategy``."""
+    config: tuple[OpaqueConfig, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A distributed inference gang: ``replicas`` pods named ``<name>-<i>``."""
+
+    name: str
+    replicas: int
+    gang: GangPolicy
+    min_count: int
+    """PodGroup ``minCount``; equals ``replicas`` unless set (meaningful for ``podgroup`` only)."""
+    priority: int | None
+    priority_class_name: str | None
+    interleave_with: str | None
+    """Pods are created alternately with this workload's pods: a0, b0, a1, b1, ..."""
+    image: str | None
+    run_for: timedelta | None
+    """How long each pod runs before it exits successfully; None: until the scenario ends."""
+    extended_resources: Mapping[str, int]
+    """Legacy device-plugin resources per pod (``nvidia.com/gpu: 1``), for no-legacy-mix scenarios."""
+    claims: tuple[Claim, ...]
+
+    def pod_names(self) -> tuple[str, ...]:
+        return tuple(f"{self.name}-{i}" for i in range(self.replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """Reached when ``count`` members of ``workload`` are in ``phase``."""
+
+    workload: str
+    phase: PodPhase
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    workload: str | None
+    member: Member | None
+    node: str | None
+    """A node name, ``random`` or ``all``."""
+    claim: str | None
+    """A claim name of ``workload``."""
+    device: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One chaos step: run ``fault`` at ``at`` after the start, or as soon as ``when`` is reached."""
+
+    index: int
+    name: str
+    """The step's ``name``, or ``<index>-<fault>``."""
+    at: timedelta | None
+    when: Condition | None
+    fault: str
+    target: Target | None
+    params: BaseModel | None
+    """An instance of the fault's registered params model, or None if it has none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    timeout: timedelta
+    """How long the system may take to converge after the last step before invariants judge it."""
+    cleanup: timedelta
+    """How long consumers may take to go after deletion before ``no-leak`` judges."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    hold: tuple[str, ...]
+    """Invariants that must hold (defaults to every registered invariant not in ``violate``)."""
+    violate: tuple[str, ...]
+    """Invariants an incident reproduction must show violated."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    source: Path | None
+    """The file it was loaded from; None for text."""
+    seed: int
+    cluster: Cluster
+    driver: Driver
+    nodes: tuple[Node, ...]
+    device_classes: tuple[DeviceClass, ...]
+    workloads: tuple[Workload, ...]
+    timeline: tuple[Step, ...]
+    settle: Settle
+    expect: Expectations
+
+    def workload(self, name: str) -> Workload:
+        for workload in self.workloads:
+            if workload.name == name:
+                return workload
+        raise KeyError(name)
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)

@@ -1,0 +1,158 @@
+"""The node's DRA manager against a real plugin on a unix socket: registration, batching, checkpoint."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from draguard.harness.nodes.checkpoint import Checkpoint
+from draguard.harness.nodes.manager import DraManager, PodClaim, PrepareError
+from draguard.harness.nodes.plugins import ClaimRef, NodePlugins
+from draguard.harness.nodes.stubplugin import StubPlugin
+from draguard.harness.paths import NodeDirs
+
+DRIVER = "gpu.draguard.dev"
+
+
+def claim(name: str, *drivers: str) -> PodClaim:
+    return PodClaim(ClaimRef("ns", name, f"uid-{name}"), drivers or (DRIVER,))
+
+
+def registered(root: Path, node: str = "n1", drivers: tuple[str, ...] = (DRIVER,)) -> NodePlugins:
+    dirs = NodeDirs(root, node).create()
+    plugins = NodePlugins(node, dirs.registry, call_timeout=5.0)
+    deadline = time.monotonic() + 5
+    with ThreadPoolExecutor(2) as pool:
+        while plugins.drivers() != sorted(drivers):
+            assert time.monotonic() < deadline, f"{drivers} never registered"
+            plugins.scan(pool.submit)
+            time.sleep(0.05)
+    return plugins
+
+
+def manager(root: Path, plugins: NodePlugins, node: str = "n1") -> DraManager:
+    return DraManager(node, plugins, NodeDirs(root, node).base)
+
+
+def test_a_plugin_is_registered_from_its_registration_socket_and_told_so(root: Path) -> None:
+    with StubPlugin(root, "n1") as plugin:
+        plugins = registered(root)
+        assert plugins.drivers() == [DRIVER]
+        assert plugins.client(DRIVER).version == "v1.DRAPlugin"
+        assert plugin.registrations == [(True, "")]
+
+
+def test_the_first_supported_version_of_the_plugin_is_chosen(root: Path) -> None:
+    with StubPlugin(root, "n1", versions=("v9.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAPlugin")):
+        assert registered(root).client(DRIVER).version == "v1beta1.DRAPlugin"
+
+
+def test_a_plugin_of_another_type_is_refused_with_the_reason(root: Path) -> None:
+    with StubPlugin(root, "n1", plugin_type="CSIPlugin") as plugin:
+        dirs = NodeDirs(root, "n1")
+        plugins = NodePlugins("n1", dirs.registry)
+        with ThreadPoolExecutor(1) as pool:
+            plugins.scan(pool.submit)
+        assert plugins.drivers() == []
+        assert plugin.registrations == [(False, "plugin type 'CSIPlugin' is not DRAPlugin")]
+
+
+def test_a_removed_registration_socket_deregisters_the_plugin(root: Path) -> None:
+    plugin = StubPlugin(root, "n1").start()
+    plugins = registered(root)
+    plugin.stop()
+    with ThreadPoolExecutor(1) as pool:
+        plugins.scan(pool.submit)
+    assert plugins.client(DRIVER) is None
+
+
+def test_one_prepare_call_per_driver_carries_all_claims_of_the_pod(root: Path) -> None:
+    with StubPlugin(root, "n1") as gpu, StubPlugin(root, "n1", driver="nic.draguard.dev") as nic:
+        m = manager(root, registered(root, drivers=(DRIVER, "nic.draguard.dev")))
+        m.prepare_pod("pod-a", [claim("a"), claim("b"), claim("c", "nic.draguard.dev")])
+        prepares = gpu.calls_of("NodePrepareResources")
+        assert [sorted(n for _, n, _ in c.claims) for c in prepares] == [["a", "b"]]
+        assert [[n for _, n, _ in c.claims] for c in nic.calls_of("NodePrepareResources")] == [["c"]]
+        assert m.is_prepared("pod-a", [claim("a"), claim("b"), claim("c", "nic.draguard.dev")])
+
+
+def test_a_claim_shared_with_a_prepared_pod_is_not_prepared_again(root: Path) -> None:
+    with StubPlugin(root, "n1") as plugin:
+        m = manager(root, registered(root))
+        m.prepare_pod("pod-a", [claim("shared")])
+        m.prepare_pod("pod-b", [claim("shared"), claim("own")])
+        assert plugin.count("NodePrepareResources", "shared") == 1
+        assert [[n for _, n, _ in c.claims] for c in plugin.calls_of("NodePrepareResources")] == [["shared"], ["own"]]
+
+
+def test_a_shared_claim_is_unprepared_only_after_its_last_pod(root: Path) -> None:
+    with StubPlugin(root, "n1") as plugin:
+        m = manager(root, registered(root))
+        m.prepare_pod("pod-a", [claim("shared")])
+        m.prepare_pod("pod-b", [claim("shared")])
+        m.unprepare_pod("pod-a")
+        assert plugin.calls_of("NodeUnprepareResources") == []
+        m.unprepare_pod("pod-b")
+        assert plugin.count("NodeUnprepareResources", "shared") == 1
+        assert m.claims() == {}
+        assert plugin.prepared == set()
+
+
+def test_a_claim_error_fails_the_pod_and_a_retry_prepares_only_what_is_missing(root: Path) -> None:
+    with StubPlugin(root, "n1", fail={"bad": "device on fire"}) as plugin:
+        m = manager(root, registered(root))
+        with pytest.raises(PrepareError, match="claim ns/bad: device on fire"):
+            m.prepare_pod("pod-a", [claim("good"), claim("bad")])
+        assert not m.is_prepared("pod-a", [claim("good"), claim("bad")])
+        plugin.fail.clear()
+        m.prepare_pod("pod-a", [claim("good"), claim("bad")])
+        assert plugin.count("NodePrepareResources", "good") == 1
+        assert plugin.count("NodePrepareResources", "bad") == 2
+
+
+def test_a_claim_of_an_unregistered_driver_fails_naming_driver_and_claim_without_any_call(root: Path) -> None:
+    with StubPlugin(root, "n1") as plugin:
+        m = manager(root, registered(root))
+        with pytest.raises(PrepareError, match=r"DRA driver other.dev is not registered on node n1 \(claim ns/x\)"):
+            m.prepare_pod("pod-a", [claim("ok"), claim("x", "other.dev")])
+        assert plugin.calls == []
+        m.unprepare_pod("pod-a")  # nothing was sent, so nothing to undo and nothing left behind
+        assert plugin.calls == [] and m.claims() == {}
+
+
+def test_the_checkpoint_survives_a_restart_so_nothing_is_prepared_twice_or_leaked(root: Path) -> None:
+    with StubPlugin(root, "n1") as plugin:
+        plugins = registered(root)
+        m = manager(root, plugins)
+        m.prepare_pod("pod-a", [claim("a")])
+        m.prepare_pod("pod-b", [claim("b")])
+        saved = Checkpoint.read(NodeDirs(root, "n1").base / "dra_manager_state.json")
+        assert saved["uid-a"]["prepared"] is True and saved["uid-a"]["pods"] == ["pod-a"]
+        assert saved["uid-a"]["driver"] == DRIVER and saved["uid-a"]["name"] == "a"
+
+        again = manager(root, plugins)  # a restarted agent
+        again.prepare_pod("pod-a", [claim("a")])
+        assert plugin.count("NodePrepareResources", "a") == 1
+        again.forget_inactive({"pod-a"})  # pod-b went away while the agent was down
+        assert plugin.count("NodeUnprepareResources", "b") == 1
+        assert set(again.claims()) == {"uid-a"}
+
+
+def test_a_pod_waits_for_a_shared_claim_that_another_pod_is_preparing(root: Path) -> None:
+    with StubPlugin(root, "n1", stall={"shared"}) as plugin:
+        m = manager(root, registered(root))
+        first = threading.Thread(target=m.prepare_pod, args=("pod-a", [claim("shared")]))
+        first.start()
+        time.sleep(0.2)
+        second = threading.Thread(target=m.prepare_pod, args=("pod-b", [claim("shared")]))
+        second.start()
+        time.sleep(0.2)
+        plugin.release()
+        first.join(5)
+        second.join(5)
+        assert plugin.count("NodePrepareResources", "shared") == 1
+        assert m.is_prepared("pod-b", [claim("shared")])
