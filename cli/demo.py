@@ -1,38 +1,34 @@
-"""``draguard demo``: the README's main command: a local cluster, the demo run, a report path."""
+"""``draguard demo``: the README's main command.
+
+Reproduces a gang deadlock (two gangs bind partially under per-pod scheduling) and then runs the
+same gangs with gang scheduling on, each on a fresh local control plane; prints where the verdict
+and the timelines are.
+"""
 
 from __future__ import annotations
 
-import json
 import sys
-import time
+from importlib.resources import files
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from draguard.harness.cluster.local import LocalCluster
-from draguard.harness.selfcheck import run_allocation_check
+from draguard.harness.errors import EXIT_FAILED, EXIT_OK
+from draguard.harness.scenario.loader import load_scenarios
 
-from .cluster import print_check
+from .run import run_scenarios
 
-__all__ = ["command"]
+__all__ = ["command", "DEMO_SCENARIOS"]
+
+DEMO_SCENARIOS = ("gang-deadlock-per-pod.yaml", "gang-deadlock-gang-scheduling.yaml")
 
 
 @click.command("demo")
 @click.option("--report-dir", type=click.Path(file_okay=False), default="draguard-report", show_default=True)
 @click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
 def command(report_dir: str, bin_dir: str | None) -> None:
-    """Bring up a local control plane, run the DRA allocation check, tear down, print the report path."""
-    err = Console(stderr=True)
-    started = time.monotonic()
-    with LocalCluster(f"demo-{int(time.time())}", bin_dir=bin_dir, progress=lambda m: err.print(f"[dim]{m}[/dim]")) as cluster:
-        err.print(f"local control plane up in {time.monotonic() - started:.1f}s")
-        result = run_allocation_check(cluster.kube())
-    cluster.down(remove=True)
-    print_check(result)
-    out = Path(report_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "selfcheck.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-    click.echo(f"report: {(out / 'selfcheck.json').resolve()}")
-    if not result.ok:
-        sys.exit(1)
+    """Reproduce a gang deadlock, then show gang scheduling fixing it; print the report paths."""
+    root = files("draguard.scenarios")
+    paths = [str(root / name) for name in DEMO_SCENARIOS]
+    result = run_scenarios(load_scenarios(paths), Path(report_dir), backend="local", bin_dir=bin_dir)
+    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)

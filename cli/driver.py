@@ -5,7 +5,10 @@
                          [--devices N | --topology FILE] [--mutant NAME]
                          [--health-interval S] [--reset-ms MS] [--log-level LEVEL]
 
-The command line is scripted by users: keep it stable.
+The command line is scripted by users: keep it stable. ``python -m draguard.cli.driver fake ...``
+runs the same command without loading every other command first (``draguard.cli.main`` imports
+them all, about a second of start-up on a busy machine): :mod:`draguard.harness.driver.process`
+starts drivers that way, since chaos runs restart them often.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from typing import Any
 
 import click
 
+from draguard.harness.errors import EXIT_USAGE, DraguardError
 from draguard.harness.paths import DEFAULT_DRIVER, state_dir
 
-__all__ = ["command"]
+__all__ = ["command", "run"]
 
 
 @click.group("driver")
@@ -101,3 +105,25 @@ def fake(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """``draguard driver`` on its own, with the exit codes and one-line errors of ``draguard.cli.main``."""
+    try:
+        command.main(args=argv, prog_name="draguard driver", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("draguard: interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except DraguardError as exc:
+        click.echo(f"draguard: error: {exc}", err=True)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -47,8 +47,15 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
         for sc in loaded:
             print_plan(sc, seed)
         return
+    result = run_scenarios(loaded, Path(report_dir), backend=backend, kubeconfig=kubeconfig, context=context,
+                           seed=seed, bin_dir=bin_dir)
+    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = None, kubeconfig: str | None = None,
+                  context: str | None = None, seed: int | None = None, bin_dir: str | None = None) -> RunResult:
+    """Run scenarios one after the other, print the summary and the report paths."""
     signal.signal(signal.SIGTERM, _interrupt)
-    out = Path(report_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = RunResult(run_id="")
     for sc in loaded:
@@ -67,7 +74,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
     for s in result.scenarios:
         if s.timeline_file:
             click.echo(f"timeline: {Path(s.timeline_file).resolve()}")
-    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+    return result
 
 
 def print_summary(result: RunResult) -> None:

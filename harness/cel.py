@@ -35,8 +35,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+from cel_expr_python import cel  # type: ignore[import-untyped]
+from cel_expr_python.ext import (  # type: ignore[import-untyped]
+    ext_bindings,
+    ext_encoders,
+    ext_math,
+    ext_optional,
+    ext_strings,
+)
 
 from .errors import UsageError
 
@@ -93,10 +99,9 @@ def parse_quantity(text: str) -> Fraction:
     number = Fraction(match["num"])
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
-        return number * (1024 ** _BINARY[suffix])
-    if suffix in _DECIMAL:
-        return number * Fraction(10) ** _DECIMAL[suffix]
-    return number * Fraction(10) ** int(suffix[1:])
+        return number * Fraction(1024 ** _BINARY[suffix])
+    exponent = _DECIMAL[suffix] if suffix in _DECIMAL else int(suffix[1:])
+    return number * Fraction(10**exponent) if exponent >= 0 else number / Fraction(10**-exponent)
 
 
 def format_quantity(value: Fraction) -> str:
@@ -371,7 +376,14 @@ def _is_op(tok: _Tok | None, text: str) -> bool:
 
 def _scan(expression: str) -> _Refs:
     toks = _tokens(expression)
-    at = lambda i: toks[i] if 0 <= i < len(toks) else None  # noqa: E731
+
+    def at(i: int) -> _Tok | None:
+        return toks[i] if 0 <= i < len(toks) else None
+
+    def text(i: int) -> str:
+        tok = at(i)
+        return tok.text if tok is not None else ""
+
     refs: dict[str, set[tuple[str, str]]] = {"attributes": set(), "capacity": set()}
     domains: set[str] = set()
     drivers: set[str] = set()
@@ -414,27 +426,26 @@ def _scan(expression: str) -> _Refs:
                 aliases[prev3[2].text] = (kind, domain)
             continue
         # alias.name, where alias is bound to a domain map and this is not the binding itself
-        binding = _is_op(at(i - 1), "(") and at(i - 2) is not None and at(i - 2).text == "bind"  # type: ignore[union-attr]
+        binding = _is_op(at(i - 1), "(") and text(i - 2) == "bind"
         if tok.kind == "ident" and tok.text in aliases and not _is_op(at(i - 1), ".") and not binding:
             kind, domain = aliases[tok.text]
             name = member_after(i + 1)
             if name is not None:
                 refs[kind].add((domain, name))
         # device.driver == "x", "x" == device.driver, device.driver in ["x", "y"]
-        if tok.kind == "ident" and tok.text == "device" and _is_op(at(i + 1), ".") and at(i + 2) is not None:
-            if at(i + 2).text == "driver":  # type: ignore[union-attr]
-                nxt, lit = at(i + 3), at(i + 4)
-                if _is_op(nxt, "==") and lit and lit.kind == "str":
-                    drivers.add(lit.value)
-                elif nxt and nxt.text == "in" and _is_op(lit, "["):
-                    k = i + 5
-                    while at(k) is not None and not _is_op(at(k), "]"):
-                        if at(k).kind == "str":  # type: ignore[union-attr]
-                            drivers.add(at(k).value)  # type: ignore[union-attr]
-                        k += 1
-                prev, lit0 = at(i - 1), at(i - 2)
-                if _is_op(prev, "==") and lit0 and lit0.kind == "str":
-                    drivers.add(lit0.value)
+        if tok.kind == "ident" and tok.text == "device" and _is_op(at(i + 1), ".") and text(i + 2) == "driver":
+            nxt, lit = at(i + 3), at(i + 4)
+            if _is_op(nxt, "==") and lit is not None and lit.kind == "str":
+                drivers.add(lit.value)
+            elif text(i + 3) == "in" and _is_op(lit, "["):
+                k = i + 5
+                while (item := at(k)) is not None and not _is_op(item, "]"):
+                    if item.kind == "str":
+                        drivers.add(item.value)
+                    k += 1
+            before = at(i - 2)
+            if _is_op(at(i - 1), "==") and before is not None and before.kind == "str":
+                drivers.add(before.value)
     return _Refs(frozenset(refs["attributes"]), frozenset(refs["capacity"]), frozenset(domains), frozenset(drivers))
 
 

@@ -82,7 +82,7 @@ def get_mutant(name: str | None) -> type[Mutant]:
         raise UsageError(f"--mutant {name!r}: no such mutant; known: {', '.join(sorted(MUTANTS))}") from None
 
 
-@mutant("forget-before-reset", upstream="the correct order is reset, then forget (KEP-4381 unprepare contract)")
+@mutant("forget-before-reset", upstream="draguard issue 3: a device must be reset before its claim is forgotten")
 class ForgetBeforeReset(Mutant):
     """Unprepare drops the claim from the checkpoint before resetting its devices.
 

@@ -1,7 +1,7 @@
 """Run the fake driver as a subprocess: start, wait until both sockets answer, stop, kill -9, restart.
 
-Used by the node agent, the runner and the tests. The child is ``python -m draguard.cli driver
-fake ...`` with stdout and stderr appended to ``<plugins>/<driver>/driver.log``; the checkpoint,
+Used by the node agent, the runner and the tests. The child is ``python -m draguard.cli.driver
+fake ...`` (the ``draguard driver fake`` command without loading the other commands) with stdout and stderr appended to ``<plugins>/<driver>/driver.log``; the checkpoint,
 faults file and CDI specs live in the node's directories, so a restarted child recovers.
 """
 
@@ -118,7 +118,7 @@ class FakeDriverProcess:
         env = dict(os.environ if self.env is None else self.env)
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "draguard.cli", "driver", "fake", *self.args],
+                [sys.executable, "-m", "draguard.cli.driver", "fake", *self.args],
                 stdin=subprocess.DEVNULL,
                 stdout=logf,
                 stderr=subprocess.STDOUT,

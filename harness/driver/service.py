@@ -30,12 +30,8 @@ from typing import Any
 import grpc
 
 from ..errors import HarnessError, UsageError
-from ..grpcapi import (
-    dra_health_v1alpha1_pb2 as health_pb,
-)
-from ..grpcapi import (
-    dra_health_v1alpha1_pb2_grpc as health_grpc,
-)
+from ..grpcapi import dra_health_v1alpha1_pb2 as health_pb
+from ..grpcapi import dra_health_v1alpha1_pb2_grpc as health_grpc
 from ..grpcapi import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -317,16 +313,21 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
     return Driver(config, dirs, inventory, plugin, server, publisher)
 
 
-def _sync(d: Driver, published: dict[str, Any]) -> None:
-    """Publish slices when the health picture changed (or never succeeded); errors are logged."""
+def _sync(d: Driver, published: dict[str, Any], verify_every: float = 2.0) -> None:
+    """Keep the slices right: at once when the health picture changes, and every ``verify_every``
+    seconds anyway (the kubelet wipes a node's slices when it restarts or loses the driver, and a
+    re-created Node has a new uid). Errors are logged once and retried on the next round."""
     if d.publisher is None:
         return
     unhealthy = {h.device: h.message for h in d.plugin.health() if not h.healthy}
-    if published.get("unhealthy") == unhealthy:
+    due = time.monotonic() >= published.get("verify_at", 0.0)
+    if published.get("unhealthy") == unhealthy and not due:
         return
     try:
         d.publisher.publish(d.inventory, unhealthy)
         published["unhealthy"] = unhealthy
+        published["verify_at"] = time.monotonic() + verify_every
+        published.pop("error", None)
     except Exception as exc:  # the API or the Node may come later: retry next round
         if published.get("error") != str(exc):
             log.warning("cannot publish ResourceSlices yet: %s", exc)

@@ -29,10 +29,12 @@ def request_spec(claim: Obj, result_request: str) -> Obj | None:
         if request.get("name") != base:
             continue
         if not sub:
-            return request.get("exactly")
+            exactly: Obj | None = request.get("exactly")
+            return exactly
         for candidate in request.get("firstAvailable") or ():
             if candidate.get("name") == sub:
-                return candidate
+                found: Obj = candidate
+                return found
     return None
 
 

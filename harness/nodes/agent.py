@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable
@@ -46,7 +47,7 @@ LOST_FILE = "lost"
 STATUS_EVERY = 6
 """Post node status every this many heartbeats (60 s at the default 10 s), and at once after a loss."""
 
-_DNS1123 = __import__("re").compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def validate_node_name(name: str) -> str:
@@ -211,8 +212,9 @@ class FakeNodes:
         self.queue.shutdown()
         self.heartbeats.stop()
         self.watcher.stop()
+        deadline = time.monotonic() + 5.0  # a worker stuck in a DRA call must not hold shutdown for 45 s
         for t in self._threads:
-            t.join(0.5 if t.name == "pod-watch" else 5)
+            t.join(max(0.0, min(0.5 if t.name == "pod-watch" else 5.0, deadline - time.monotonic())))
         self.executor.shutdown(wait=False, cancel_futures=True)
         for agent in self.agents.values():
             agent.close()

@@ -442,7 +442,7 @@ class Interposer:
     ) -> None:
         self.plugin_root = Path(plugin_root).absolute()
         self.node_root = Path(node_root).absolute()
-        if not self.plugin_root.is_dir():
+        if self.plugin_root.exists() and not self.plugin_root.is_dir():
             raise UsageError(f"--plugin-root {plugin_root}: not a directory")
         if self.plugin_root == self.node_root:
             raise UsageError(f"--plugin-root and --node-root are both {plugin_root}: the proxy would serve itself")
@@ -458,6 +458,7 @@ class Interposer:
     def start(self) -> Interposer:
         """Proxy what exists now (a taken socket path is an error), then keep following changes."""
         self.node_root.mkdir(parents=True, exist_ok=True)
+        self.plugin_root.mkdir(parents=True, exist_ok=True)  # plugins may create their node folders later
         try:
             self.scan_once(strict=True)
         except BaseException:

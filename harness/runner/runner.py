@@ -21,6 +21,7 @@ Talks to: the cluster backend, the fake driver and fake nodes (as processes), th
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -343,7 +344,8 @@ class Runner:
             if h.nodes is not None:
                 h.nodes.stop()
         if cluster is not None:
-            cluster.down(remove=True)
+            # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
+            cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
 
     # -- judging ---------------------------------------------------------------------------------
     def _driver_state(self, node: str) -> NodeDriverState:

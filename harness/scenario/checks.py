@@ -128,8 +128,7 @@ class _Checker:
     def nodes(self) -> None:
         groups = _list(self.spec.get("nodes"))
         if self.driver_kind == "fake" and isinstance(self.spec.get("nodes", []), list) and not groups:
-            self.add(("spec", "nodes") if "nodes" in self.spec else ("spec",),
-                     "the fake driver needs at least one node group in 'nodes'")  # fmt: skip
+            self.add(("spec", "nodes"), "the fake driver needs at least one node group in 'nodes'")
         seen: dict[str, Path] = {}
         for i, raw in enumerate(groups):
             group = _dict(raw)

@@ -33,7 +33,7 @@ from draguard.harness.scenario.checks import check_document
 from draguard.harness.scenario.convert import to_scenario
 from draguard.harness.scenario.issues import Issue, Path as DataPath, from_validation_error, render_path
 from draguard.harness.scenario.model import ScenarioDocument
-from draguard.harness.scenario.types import Scenario
+from draguard.harness.scenario.types import API_VERSION, KIND, Scenario
 
 __all__ = ["SUFFIXES", "discover", "load_scenario", "load_scenarios", "parse_scenario", "problems_of"]
 
@@ -171,11 +171,15 @@ def problems_of(
         return [Problem(file, 1, 1, "", f"the document is too large or too deep (over {_MAX_NODES} values)")], None
     issues = list(plain.issues)
     document: ScenarioDocument | None = None
-    try:
-        document = ScenarioDocument.model_validate(data)
-    except ValidationError as exc:
-        issues += from_validation_error(exc, data, ScenarioDocument)
-    issues += check_document(data, faults=faults, invariants=invariants)
+    header = _header_issues(data)
+    if header:  # not a scenario at all (a Pod, a topology file): its body would only add noise
+        issues += header
+    else:
+        try:
+            document = ScenarioDocument.model_validate(data)
+        except ValidationError as exc:
+            issues += from_validation_error(exc, data, ScenarioDocument)
+        issues += check_document(data, faults=faults, invariants=invariants)
 
     problems: dict[tuple[int, int, str, str], Problem] = {}
     for issue in issues:
@@ -184,6 +188,15 @@ def problems_of(
         problems.setdefault((line, column, problem.field, problem.message), problem)
     ordered = sorted(problems.values(), key=lambda p: (p.line, p.column, p.field))
     return ordered, document if not problems else None
+
+
+def _header_issues(data: dict[str, Any]) -> list[Issue]:
+    issues = []
+    for key, want in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if data.get(key) != want:
+            got = f"got {data[key]!r}" if key in data else "it is missing"
+            issues.append(Issue((key,), f"expected {want!r}, {got}: this is not a draguard scenario"))
+    return issues
 
 
 def _locate(positions: dict[DataPath, _Position], issue: Issue) -> tuple[int, int]:
@@ -218,7 +231,7 @@ def parse_scenario(
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:

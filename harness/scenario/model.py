@@ -495,7 +495,7 @@ class ScenarioSpec(_Model):
     device_classes: list[DeviceClassSpec] = []
     """DeviceClasses to create."""
     workloads: list[WorkloadSpec] = Field(min_length=1)
-    """The workloads (gangs of pods)."""
+    """The gangs of pods to run."""
     timeline: list[StepSpec] = []
     """Chaos steps."""
     settle: SettleSpec = SettleSpec()

@@ -43,10 +43,10 @@ class Setup:
     node: str
     cls: str
     root: Path
-    plugin: StubPlugin
     proxy: Interposer
-    faults: Path
-    nodes: FakeNodesProcess
+    plugin: StubPlugin = None  # type: ignore[assignment]  # absent where a real driver runs
+    faults: Path = None  # type: ignore[assignment]
+    nodes: FakeNodesProcess = None  # type: ignore[assignment]
 
     @property
     def checkpoint(self) -> dict[str, Any]:
@@ -127,7 +127,7 @@ def setup(draguard_cluster: Any, draguard_namespace: str, root: Path) -> Iterato
         nodes.start()
         kube.create(device_class(cls, DRIVER))
         kube.create(slice_for(node, DRIVER))
-        yield Setup(kube, draguard_namespace, node, cls, root, plugin, proxy, faults, nodes)
+        yield Setup(kube, draguard_namespace, node, cls, root, proxy, plugin, faults, nodes)
     finally:
         for pod in kube.items("Pod", draguard_namespace):
             kube.delete("Pod", pod["metadata"]["name"], draguard_namespace, grace_seconds=0)
@@ -268,3 +268,34 @@ def test_a_lost_node_stops_renewing_its_lease_and_resumes_when_found(setup: Setu
     assert renew_time() == frozen
     s.nodes.set_lost(s.node, False)
     wait(lambda: renew_time() != frozen, "the lease to be renewed again", 5)
+
+
+def test_the_fake_driver_behind_the_interposer_prepares_a_gang_and_is_left_clean(
+    draguard_cluster: Any, draguard_namespace: str, root: Path
+) -> None:
+    from draguard.harness.driver.process import FakeDriverProcess
+
+    kube, ns = draguard_cluster.kube(), draguard_namespace
+    node = f"fn-{uuid.uuid4().hex[:8]}"
+    with FakeNodesProcess(draguard_cluster.kubeconfig, [node], root=root / "nodes", log=root / "nodes.log",
+                          extra_args=["--backoff-max", "1"]), \
+            Interposer(root / "plugins", root / "nodes", interval=0.1) as proxy, \
+            FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root / "plugins") as driver:
+        try:
+            kube.create(device_class(f"{node}-gpu", DRIVER))
+            s = Setup(kube, ns, node, f"{node}-gpu", root, proxy)
+            s.template("gpu")
+            for i in range(3):
+                s.pod(f"gang-{i}", [{"name": "gpu", "resourceClaimTemplateName": "gpu"}])
+            wait(lambda: all(s.phase(f"gang-{i}") == "Running" for i in range(3)), "the gang to run on the fake driver")
+            assert len(driver.checkpoint().claims) == 3
+            assert len([c for c in s.calls("NodePrepareResources") if c["status"] == "OK"]) == 3
+            for i in range(3):
+                kube.delete("Pod", f"gang-{i}", ns)
+            wait(lambda: not any(kube.get("Pod", f"gang-{i}", ns) for i in range(3)), "the gang to go")
+            assert driver.checkpoint().claims == {} and driver.checkpoint().leaks() == []
+            assert s.checkpoint == {}
+        finally:
+            kube.delete("DeviceClass", f"{node}-gpu")
+            kube.delete("Node", node)
+            kube.delete("Lease", node, LEASE_NAMESPACE)

@@ -227,3 +227,29 @@ def test_the_proxy_command_rejects_a_bad_fault_file_with_exit_code_2(root: Path,
     code = main(["proxy", "--plugin-root", str(root / "plugins"), "--node-root", str(root / "n"), "--faults", str(bad)])
     assert code == 2
     assert f"{bad}: invalid fault file: faults.0.colour" in capsys.readouterr().err
+
+
+def test_the_proxy_command_serves_until_sigterm_and_then_removes_its_sockets(root: Path, plugin: StubPlugin) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proxied = NodeDirs(root / "nodes", "n1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "draguard.cli", "proxy", "--plugin-root", str(root / "plugins"),
+         "--node-root", str(root / "nodes"), "--record", str(root / "calls.jsonl"), "--run-label", "r1"],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while not proxied.registration_socket(DRIVER).exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "proxy never served the plugin"
+            time.sleep(0.05)
+        client(root).prepare([A])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    assert not proxied.registration_socket(DRIVER).exists() and not proxied.dra_socket(DRIVER).exists()
+    assert plugin.registration_socket.exists(), "the plugin's own sockets are untouched"
+    recs = read_calls(root / "calls.jsonl")
+    assert [r["method"] for r in recs][-1] == "NodePrepareResources" and {r["run"] for r in recs} == {"r1"}

@@ -35,7 +35,6 @@ def _noop(*_: Any) -> None:
     return None
 
 
-
 def planned_faults() -> Registry[Any]:
     registry: Registry[Any] = Registry("fault")
     params = {"evict": EvictParams, "drain-node": DrainParams}

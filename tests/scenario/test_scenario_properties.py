@@ -27,7 +27,7 @@ VOCABULARY = [
     "settle", "timeout", "expect", "hold", "violate", "draguard.dev/v1alpha1", "Scenario", "evict", "5s",
 ]  # fmt: skip
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=12),
@@ -67,6 +67,14 @@ def test_random_text_never_raises_another_exception(text: str) -> None:
 @given(st.dictionaries(keys, values, max_size=6))
 def test_random_mappings_never_raise_another_exception(data: dict[str, Any]) -> None:
     outcome(dump(data))
+
+
+@SETTINGS
+@given(st.dictionaries(keys, values, max_size=6), st.dictionaries(keys, values, max_size=8))
+def test_random_bodies_under_a_scenario_header_never_raise_another_exception(
+    metadata: dict[str, Any], spec: dict[str, Any]
+) -> None:
+    outcome(dump({"apiVersion": "draguard.dev/v1alpha1", "kind": "Scenario", "metadata": metadata, "spec": spec}))
 
 
 def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

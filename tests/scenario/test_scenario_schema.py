@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -57,3 +58,17 @@ def test_fault_kinds_and_params_come_from_the_registry(faults: Registry[Any]) ->
     ref = drain["then"]["properties"]["params"]["$ref"].split("/")[-1]
     assert schema["$defs"][ref]["required"] == ["timeout"]
     assert "``" not in json.dumps(schema)
+
+
+def test_every_library_scenario_matches_the_schema_with_the_real_fault_kinds() -> None:
+    import draguard.chaos  # noqa: F401  (registers the fault kinds)
+    from draguard.harness.scenario import discover
+
+    library = Path(__file__).parents[2] / "scenarios"
+    files = discover([library])
+    schema = json_schema()
+    assert len(schema["$defs"]["StepSpec"]["allOf"]) >= 10
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in files:
+        errors = [e.message for e in validator.iter_errors(_data(path.read_text()))]
+        assert errors == [], path

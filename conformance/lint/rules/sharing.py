@@ -26,9 +26,9 @@ def _has_strategy(configs: tuple[ConfigEntry, ...], request: str) -> bool:
 
 def _selects_shared_type(inv: Inventory, alt: DeviceAlternative) -> str | None:
     know = knowledge()
-    driver = inv.class_driver(alt.class_name)
-    if driver in know.drivers:
-        types = know.drivers[driver].shared_types
+    info = know.drivers.get(inv.class_driver(alt.class_name) or "")
+    if info is not None:
+        types = info.shared_types
     else:
         types = frozenset().union(*(d.shared_types for d in know.drivers.values()))
     selectors = list(alt.selectors)
@@ -47,7 +47,7 @@ def _pods_sharing(inv: Inventory, claim: ClaimSpec) -> int:
     """How many pods use a ResourceClaim at once."""
     total = 0
     for pod in inv.pods:
-        for ref, spec in inv.claims_of(pod):
+        for _, spec in inv.claims_of(pod):
             if spec is claim:
                 total += max(pod.replicas, 1)
     return total

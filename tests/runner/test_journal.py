@@ -1,0 +1,37 @@
+"""The journal is written before faults and replayed by cleanup after a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from draguard.harness.runner.journal import Journal, UndoAction, pending_journals, read, recover
+
+
+def test_a_fault_is_journaled_with_its_undo_and_recover_replays_it(tmp_path: Path) -> None:
+    faults = tmp_path / "faults.json"
+    faults.write_text('{"before": true}')
+    journal = Journal("abc", tmp_path / "journal")
+    journal.run_started(None, "ns", "abc", None)
+    journal.fault("1-reset-failure", "reset-failure", UndoAction("write-file", {"path": str(faults), "content": '{"before": true}'}))
+    faults.write_text('{"reset_fail": {"forever": true}}')  # the fault, applied after the entry
+    assert [e["entry"] for e in read(journal.path)] == ["run", "fault"]
+    assert pending_journals(tmp_path / "journal") == [journal.path]
+
+    done = recover(journal.path, log=lambda m: None)
+
+    assert json.loads(faults.read_text()) == {"before": True}
+    assert done == ["undid reset-failure (1-reset-failure)"]
+    assert not journal.path.exists()
+
+
+def test_undone_faults_are_not_undone_twice_and_a_torn_last_line_is_ignored(tmp_path: Path) -> None:
+    marker = tmp_path / "lost"
+    journal = Journal("def", tmp_path)
+    seq = journal.fault("s", "node-loss", UndoAction("write-file", {"path": str(marker), "content": None}))
+    journal.undone(seq)
+    with journal.path.open("a") as f:
+        f.write('{"entry": "fault", "seq": 9, "undo": {"ki')  # a crash mid-write
+    marker.write_text("new state after the undo")
+    assert recover(journal.path, log=lambda m: None) == []
+    assert marker.exists()
