@@ -310,7 +310,8 @@ class LocalCluster:
             self.ports = {k: int(v) for k, v in self._read_state().get("ports", {}).items()}
         for component in reversed(COMPONENT_ORDER):
             if component in self.components:
-                self.components[component].stop()
+                # A teardown need not be graceful: the apiserver alone would wait ~10 s for its watches.
+                self.components[component].stop(timeout=3.0)
             elif component in pids:
                 kill_pid(pids[component])
         leftovers = [f"{c} (pid {p})" for c, p in pids.items() if pid_alive(p)]

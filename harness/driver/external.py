@@ -1,0 +1,201 @@
+"""A real DRA kubelet plugin written by others, run as a plain process for one fake node.
+
+The driver is the upstream DRA test driver, ``k8s.io/kubernetes/test/e2e/dra/test-driver`` (its
+``kubelet-plugin`` subcommand), built beside the control plane by :mod:`draguard.harness.cluster.binaries`
+as ``dra-test-driver``. The issue asked for ``sigs.k8s.io/dra-example-driver``; the Go module proxy
+here refuses it (HTTP 403 "This module version is not available"), so the test driver of the same
+Kubernetes release stands in. Both are built on ``k8s.io/dynamic-resource-allocation/kubeletplugin``,
+so the sockets, registration and gRPC services are the same code; what differs is the device model.
+
+What the test driver does, as read from its source at v1.37.2 (``app/server.go``, ``app/kubeletplugin.go``):
+
+- it publishes its own ResourceSlice (pool = node name, devices ``device-00`` .. ``device-NN``,
+  ``--num-devices``, no attributes), so no slice is created here; it needs the Node object to exist
+  (the slice is owned by the Node), so start the fake node first;
+- it registers through ``<--plugin-registration-path>/<driver>-reg.sock`` and serves DRA on
+  ``<--datadir>/<driver>/dra.sock`` (v1 and v1beta1, plus the health service), which is exactly the
+  :class:`~draguard.harness.paths.NodeDirs` layout, so the fake nodes find it like any other plugin;
+- ``NodePrepareResources`` writes one CDI spec per claim and request into ``--cdi-dir``, named
+  ``<driver>-<claim uid>-<request>.json``; ``NodeUnprepareResources`` removes it. Its record of prepared
+  claims is otherwise in memory only, so those files are the outside view of what it holds prepared;
+- the environment variable ``KUBECONFIG`` overrides its ``--kubeconfig`` flag, so the child's
+  environment sets it to the same file;
+- it needs no root and no kubelet: only writable directories and an API server.
+
+Talks to: the driver binary (a :class:`~draguard.harness.cluster.process.Supervised` child that dies
+with its parent) and, for the helpers at the end, the API server through :class:`~draguard.harness.kube.Kube`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..cluster import binaries
+from ..cluster.process import Supervised
+from ..errors import HarnessError
+from ..kube import Kube, Obj
+from ..paths import NodeDirs, state_dir
+from .process import socket_accepts
+
+__all__ = [
+    "TEST_DRIVER_NAME",
+    "ExternalPluginProcess",
+    "find_test_driver",
+    "external_device_class",
+    "published_slices",
+    "delete_published_slices",
+]
+
+TEST_DRIVER_NAME = "test-driver.cdi.k8s.io"
+"""The upstream test driver's default ``--drivername``."""
+
+
+def find_test_driver(bin_dir: str | Path | None = None) -> Path:
+    """The ``dra-test-driver`` binary: in ``bin_dir`` if given, else in the binary cache entry.
+
+    Never downloads or builds (that takes many minutes); raises HarnessError saying how to get it.
+    """
+    directory = Path(bin_dir).expanduser() if bin_dir else None
+    if directory is None:
+        try:
+            directory = binaries.resolve(allow_download=False, allow_build=False, progress=lambda _: None).directory
+        except HarnessError as exc:
+            raise HarnessError(
+                f"the upstream DRA test driver is not available: {exc}; "
+                "run `draguard cluster build` to build it beside the control plane"
+            ) from exc
+    path = directory / binaries.TEST_DRIVER
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise HarnessError(
+            f"the upstream DRA test driver {path} is missing; `draguard cluster build --force` builds it "
+            "from k8s.io/kubernetes/test/e2e/dra/test-driver"
+        )
+    return path
+
+
+class ExternalPluginProcess:
+    """The upstream DRA test driver's kubelet plugin as a plain child process for one node.
+
+    ``root`` is the node root shared with the fake nodes (``<root>/<node>/plugins_registry`` etc.).
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str | Path,
+        node: str,
+        root: str | Path | None = None,
+        driver: str = TEST_DRIVER_NAME,
+        devices: int = 4,
+        binary: str | Path | None = None,
+        log: str | Path | None = None,
+        verbosity: int = 2,
+    ) -> None:
+        self.kubeconfig = Path(kubeconfig).resolve()
+        self.node = node
+        self.root = Path(root) if root is not None else state_dir() / "nodes"
+        self.driver = driver
+        self.devices = devices
+        self.dirs = NodeDirs(self.root, node)
+        self.binary = Path(binary) if binary is not None else find_test_driver()
+        self.log = Path(log) if log is not None else self.plugin_dir / "driver.log"
+        argv = [
+            str(self.binary), f"-v={verbosity}", f"--kubeconfig={self.kubeconfig}", f"--drivername={driver}",
+            "kubelet-plugin", f"--node-name={node}", f"--num-devices={devices}",
+            f"--plugin-registration-path={self.dirs.registry}", f"--datadir={self.dirs.plugins}",
+            f"--cdi-dir={self.dirs.cdi}",
+        ]
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))  # it prefers $KUBECONFIG over --kubeconfig
+        self._proc = Supervised(f"DRA test driver for node {node}", argv, self.log, self._sockets_accept, env=env)
+
+    # -- paths ------------------------------------------------------------------------------------
+    @property
+    def plugin_dir(self) -> Path:
+        return self.dirs.plugin_dir(self.driver)
+
+    @property
+    def registration_socket(self) -> Path:
+        return self.dirs.registration_socket(self.driver)
+
+    @property
+    def dra_socket(self) -> Path:
+        return self.dirs.dra_socket(self.driver)
+
+    @property
+    def argv(self) -> list[str]:
+        return list(self._proc.argv)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def alive(self) -> bool:
+        return self._proc.alive()
+
+    def _sockets_accept(self) -> bool:
+        return socket_accepts(self.registration_socket) and socket_accepts(self.dra_socket)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, timeout: float = 30.0) -> ExternalPluginProcess:
+        """Start the driver and wait until its registration and DRA sockets accept connections."""
+        if self.alive():
+            raise HarnessError(f"the DRA test driver for node {self.node} is already running (pid {self.pid})")
+        self.dirs.create()
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._proc.start(timeout)
+        except HarnessError:
+            self._proc.stop(timeout=2)
+            raise
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM: the driver stops its servers and removes its sockets; SIGKILL after ``timeout``."""
+        self._proc.stop(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: sockets stay behind."""
+        self._proc.kill()
+
+    def __enter__(self) -> ExternalPluginProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what it holds ----------------------------------------------------------------------------
+    def cdi_specs(self) -> list[Path]:
+        """The CDI spec files this driver has written under the node's CDI root."""
+        return sorted(self.dirs.cdi.glob(f"{self.driver}-*.json"))
+
+    def prepared_claims(self) -> set[str]:
+        """UIDs of the claims the driver holds prepared, read from its CDI spec file names."""
+        prefix = f"{self.driver}-"
+        return {p.name[len(prefix):len(prefix) + 36] for p in self.cdi_specs()}
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def external_device_class(name: str, driver: str = TEST_DRIVER_NAME) -> Obj:
+    """A DeviceClass selecting every device of ``driver``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]},
+    }
+
+
+def published_slices(kube: Kube, node: str, driver: str = TEST_DRIVER_NAME) -> list[Obj]:
+    """The ResourceSlices ``driver`` has published for ``node``."""
+    items, _ = kube.list("ResourceSlice", field_selector=f"spec.nodeName={node},spec.driver={driver}")
+    return items
+
+
+def delete_published_slices(kube: Kube, node: str, driver: str = TEST_DRIVER_NAME) -> int:
+    """Delete the driver's slices of ``node`` (the driver leaves them behind when it stops); how many."""
+    return sum(kube.delete("ResourceSlice", s["metadata"]["name"]) for s in published_slices(kube, node, driver))
