@@ -21,8 +21,9 @@ from typing import Any
 
 import click
 
-from draguard.harness.errors import EXIT_USAGE, DraguardError
 from draguard.harness.paths import DEFAULT_DRIVER, state_dir
+
+from ._entry import invoke
 
 __all__ = ["command", "run"]
 
@@ -108,21 +109,8 @@ def fake(
 
 
 def run(argv: list[str] | None = None) -> int:
-    """``draguard driver`` on its own, with the exit codes and one-line errors of ``draguard.cli.main``."""
-    try:
-        command.main(args=argv, prog_name="draguard driver", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("draguard: interrupted", err=True)
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except DraguardError as exc:
-        click.echo(f"draguard: error: {exc}", err=True)
-        return exc.exit_code
-    return 0
+    """``draguard driver`` on its own process, without importing every other command."""
+    return invoke(command, argv, "draguard driver")
 
 
 if __name__ == "__main__":

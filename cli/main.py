@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from draguard.harness.errors import EXIT_USAGE, DraguardError
+from ._entry import invoke
 
 __all__ = ["main", "cli"]
 
@@ -39,24 +39,7 @@ for _name in COMMAND_MODULES:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; library errors become one clear line and an exit code, never a traceback."""
-    try:
-        # Without standalone mode click returns a command's ctx.exit(code) instead of raising it.
-        result = cli.main(args=argv, prog_name="draguard", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("draguard: interrupted", err=True)
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except DraguardError as exc:
-        click.echo(f"draguard: error: {exc}", err=True)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("draguard: interrupted", err=True)
-        return 130
-    return result if isinstance(result, int) else 0
+    return invoke(cli, argv, "draguard")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ class FakeNodesProcess:
         self.run_label = run_label
         self.ready_file = self.root / f".nodes-{uuid.uuid4().hex[:8]}.ready"
         self.log = Path(log) if log else self.root / f"nodes-{self.nodes[0]}.log"
-        argv = [sys.executable, "-m", "draguard.cli", "nodes", "--kubeconfig", str(self.kubeconfig)]
+        argv = [sys.executable, "-m", "draguard.cli.nodes", "--kubeconfig", str(self.kubeconfig)]
         for n in self.nodes:
             argv += ["--node", n]
         argv += ["--root", str(self.root), "--ready-file", str(self.ready_file)]

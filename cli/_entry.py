@@ -1,0 +1,34 @@
+"""Running one click command as a program: library errors become one line and an exit code.
+
+Shared by ``draguard`` itself and by the commands that run as their own processes
+(``python -m draguard.cli.driver``, ``python -m draguard.cli.nodes``), which skip importing every
+other command to start fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from draguard.harness.errors import EXIT_USAGE, DraguardError
+
+__all__ = ["invoke"]
+
+
+def invoke(command: click.Command, argv: list[str] | None, prog_name: str) -> int:
+    try:
+        result = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("draguard: interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_USAGE if exc.exit_code not in (0, 1) else exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except DraguardError as exc:
+        click.echo(f"draguard: error: {exc}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("draguard: interrupted", err=True)
+        return 130
+    return result if isinstance(result, int) else 0
