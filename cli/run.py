@@ -124,8 +124,11 @@ def print_plan(sc: Scenario, seed: int | None) -> None:
             console.print(f"  create {obj['kind']} {obj['metadata']['name']}")
         if w.gang == "podgroup":
             console.print(f"  create PodGroup {w.name} (minCount {w.min_count})")
-    order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc)]
+    deferred = deploy.deferred_workloads(sc)
+    order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc) if w.name not in deferred]
     console.print(f"  create pods in order: {', '.join(order)}")
+    for name in sorted(deferred):
+        console.print(f"  hold back workload {name} until its preempt step")
     for step in sc.timeline:
         when = f"at {step.at.total_seconds():.0f}s" if step.at is not None else f"when {step.when}"
         target = step.target

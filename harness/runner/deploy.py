@@ -24,6 +24,7 @@ __all__ = [
     "priority_class",
     "priority_class_name",
     "creation_order",
+    "deferred_workloads",
 ]
 
 RUN_LABEL = "draguard.dev/run"
@@ -185,6 +186,14 @@ def pod(workload: Workload, member: int, namespace: str, run: str, scenario: str
     if annotations:
         md["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": md, "spec": spec}
+
+
+def deferred_workloads(scenario: Scenario) -> set[str]:
+    """Workloads held back until a ``preempt`` step brings them in (the higher-priority gang)."""
+    return {
+        name for step in scenario.timeline
+        if step.fault == "preempt" and (name := getattr(step.params, "workload", None))
+    }
 
 
 def creation_order(scenario: Scenario) -> list[tuple[Workload, int]]:

@@ -220,14 +220,7 @@ class Runner:
                  f"in {len(sc.workloads)} workload(s)")
 
     def _deferred(self) -> set[str]:
-        """Workloads brought in by a ``preempt`` step (the higher-priority gang that arrives later)."""
-        out = set()
-        for step in self.scenario.timeline:
-            if step.fault == "preempt" and step.params is not None:
-                name = getattr(step.params, "workload", None)
-                if name:
-                    out.add(name)
-        return out
+        return deploy.deferred_workloads(self.scenario)
 
     def create_workload_pods(self, workload: str) -> None:
         """Create the pods of a deferred workload (used by the ``preempt`` fault)."""

@@ -1,0 +1,50 @@
+"""`draguard run` at its edges: bad input exits 2 with the location, --dry-run touches nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from draguard.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def test_an_invalid_scenario_exits_2_naming_file_line_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: draguard.dev/v1alpha1\nkind: Scenario\nmetadata: {name: bad}\nspec:\n"
+        "  workloads:\n    - name: w\n      replicas: two\n"
+    )
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:7:" in err and "replicas" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "state" / "draguard" / "journal").exists()
+
+
+def test_a_missing_scenario_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "nope.yaml")]) == 2
+    assert "nope.yaml" in capsys.readouterr().err
+
+
+def test_dry_run_prints_objects_and_fault_targets_and_starts_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dry-run", str(ROOT / "scenarios" / "preempt-gang-member.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "create ResourceClaimTemplate batch-gpus" in out
+    assert "create pods in order: batch-0, batch-1, batch-2, batch-3\n" in out
+    assert "hold back workload urgent until its preempt step" in out
+    assert "step 0-preempt: preempt when" in out
+    state = tmp_path / "state" / "draguard"
+    assert not (state / "clusters").exists() and not (state / "journal").exists()
+
+
+def test_cleanup_with_nothing_to_do_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cleanup"]) == 0
+    assert "nothing to clean up" in capsys.readouterr().err
