@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import random
 import threading
 import time
@@ -100,7 +102,7 @@ class Runner:
             kube.create_namespace(namespace, {RUN_LABEL: self.run_id})
             observer = Observer(kube, self.timeline)
             self.handles = RunHandles(self.run_id, self.scenario, kube, namespace, journal, self.timeline, observer,
-                                      state_dir() / "runs" / self.run_id / "nodes", cluster)
+                                      self._node_root(), cluster)
             self.handles.deploy_workload = self.create_workload_pods
             driver = self.scenario.driver.name
             observer.watch("Pod", namespace)
@@ -152,6 +154,13 @@ class Runner:
         cluster.up()
         self.log(f"local control plane v1.37.2 up in {time.monotonic() - t0:.1f}s")
         return cluster.kube(), cluster
+
+    def _node_root(self) -> Path:
+        """``<state>/runs/<id>/nodes``, unless its socket paths would pass the 107-byte unix limit."""
+        root = state_dir() / "runs" / self.run_id / "nodes"
+        longest = max((len(n.name) for n in self.scenario.nodes), default=0)
+        sockets = len(str(root)) + longest + len(self.scenario.driver.name) * 2 + len("//plugins_registry/-reg.sock")
+        return root if sockets < 100 else Path(tempfile.gettempdir()) / f"draguard-{self.run_id}"
 
     def _fleet(self) -> None:
         h = self._h()
@@ -336,6 +345,7 @@ class Runner:
                 proc.stop()
             if h.nodes is not None:
                 h.nodes.stop()
+            shutil.rmtree(h.node_root, ignore_errors=True)
         if cluster is not None:
             # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
             cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")

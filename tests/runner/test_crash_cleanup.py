@@ -66,8 +66,10 @@ def test_cleanup_undoes_faults_stops_processes_and_deletes_labelled_objects(drag
     assert out.returncode == 0, out.stderr
 
     assert "undid device-taint" in out.stderr
-    for kind in ("DeviceTaintRule", "DeviceClass", "Node", "ResourceSlice", "Namespace"):
+    for kind in ("DeviceTaintRule", "DeviceClass", "Node", "ResourceSlice"):
         assert kube.items(kind, label_selector=label) == [], kind
+    # A namespace goes asynchronously: deleted means Terminating or gone.
+    assert all(ns["metadata"].get("deletionTimestamp") for ns in kube.items("Namespace", label_selector=label))
     pids = [int(e["pid"]) for e in entries if e["entry"] == "process"]
     assert pids
     for pid in pids:
