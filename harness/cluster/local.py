@@ -218,15 +218,9 @@ class LocalCluster:
                 *(["--runtime-config=" + ",".join(f"{k}={v}" for k, v in sorted(rc.items()))] if rc else []),
             ]
         if component == "kube-controller-manager":
-            kc = self.dir / "controller-manager.kubeconfig"
             return [
                 exe,
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['controller-manager']}",
+                *self._component_flags("controller-manager"),
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={pki.sa_key}",
                 f"--root-ca-file={pki.ca_crt}",
@@ -238,19 +232,25 @@ class LocalCluster:
                 *gates,
             ]
         if component == "kube-scheduler":
-            kc = self.dir / "scheduler.kubeconfig"
             return [
                 exe,
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['scheduler']}",
+                *self._component_flags("scheduler"),
                 "--profiling=false",
                 *gates,
             ]
         raise HarnessError(f"unknown component {component!r}")
+
+    def _component_flags(self, role: str) -> list[str]:
+        """Flags the scheduler and the controller manager share: identity, no leader election, serving."""
+        kc = self.dir / f"{role}.kubeconfig"
+        return [
+            f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports[role]}",
+        ]
 
     def _supervised(self, component: str) -> Supervised:
         port_key = {"etcd": "etcd-client", "kube-apiserver": "apiserver", "kube-controller-manager": "controller-manager", "kube-scheduler": "scheduler"}[component]
@@ -367,11 +367,8 @@ class LocalCluster:
         return cluster
 
     def _supervised_for_attach(self, component: str) -> Supervised:
-        sup = Supervised(name=component, argv=self._argv(component), log=self.logs / f"{component}.log", ready=lambda: True)
-        probes = self._probe_for(component)
-        sup.ready = probes
-        sup.die_with_parent = False
-        return sup
+        return Supervised(name=component, argv=self._argv(component), log=self.logs / f"{component}.log",
+                          ready=self._probe_for(component), die_with_parent=False)
 
     def _probe_for(self, component: str) -> Any:
         return {
