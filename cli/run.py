@@ -86,6 +86,8 @@ def print_summary(result: RunResult) -> None:
                       f"{sum(st.ok for st in s.steps)}/{len(s.steps)} ok", f"{s.duration:.0f}")
     _err.print(table)
     for s in result.scenarios:
+        if not s.ok and s.source:
+            _err.print(f"replay: draguard run {s.source} --seed {s.seed}", highlight=False)
         if s.error:
             _err.print(f"[red]{s.name}: {s.error}[/red]")
         for name, inv in s.invariants.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -35,8 +36,26 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range.
+
+    Port 0 would hand out an ephemeral port, which the many outgoing connections of a running
+    control plane may take as their source port before our component binds it.
+    """
+    low, _ = _ephemeral_range()
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(10000, max(10001, low))
+        if port_is_free(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

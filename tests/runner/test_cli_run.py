@@ -48,3 +48,18 @@ def test_dry_run_prints_objects_and_fault_targets_and_starts_nothing(tmp_path: P
 def test_cleanup_with_nothing_to_do_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cleanup"]) == 0
     assert "nothing to clean up" in capsys.readouterr().err
+
+
+def test_a_scenario_that_missed_its_expectations_prints_how_to_replay_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from draguard.cli.run import print_summary
+    from draguard.harness.result import Evidence, InvariantResult, RunResult, ScenarioResult
+
+    failed = ScenarioResult("gang-x", "scenarios/gang-x.yaml", 42, hold=("gang-atomic",))
+    failed.invariants["gang-atomic"] = InvariantResult(
+        "gang-atomic", "a gang binds all or nothing", "violated", "hold", [Evidence("gang a is partial: 2 of 4 bound")]
+    )
+    print_summary(RunResult("r1", [failed]))
+    err = capsys.readouterr().err
+    assert "replay: draguard run scenarios/gang-x.yaml --seed 42" in err
+    assert "gang-atomic should hold but was violated" in err
+    assert "gang a is partial: 2 of 4 bound" in err
