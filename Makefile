@@ -24,4 +24,5 @@ demo: binaries
 test: binaries
 	$(BIN)/python -m draguard.harness.grpcapi.regen --check
 	$(BIN)/lint-imports
+	./.ci/typecheck
 	$(BIN)/pytest

@@ -45,5 +45,9 @@ def device_taint(ctx: StepContext, params: DeviceTaintParams | None) -> None:
         "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": device},
                  "taint": {"key": params.key, "value": params.value, "effect": params.effect}},
     })
-    ctx.on_undo(lambda: ctx.kube.delete("DeviceTaintRule", name) and None)
+
+    def untaint() -> None:
+        ctx.kube.delete("DeviceTaintRule", name)
+
+    ctx.on_undo(untaint)
     ctx.note(f"tainted {driver}/{pool}/{device} {params.key}={params.value}:{params.effect}")

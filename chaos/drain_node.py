@@ -12,7 +12,11 @@ def drain_node(ctx: StepContext, params: None) -> None:
     for node in ctx.target_nodes():
         ctx.before(UndoAction("patch-object", {"kind": "Node", "name": node, "patch": {"spec": {"unschedulable": None}}}))
         ctx.kube.patch("Node", node, {"spec": {"unschedulable": True}})
-        ctx.on_undo(lambda node=node: ctx.kube.patch("Node", node, {"spec": {"unschedulable": None}}))
+
+        def uncordon(node: str = node) -> None:
+            ctx.kube.patch("Node", node, {"spec": {"unschedulable": None}})
+
+        ctx.on_undo(uncordon)
         evicted = 0
         for pod in ctx.pods():
             if pod["spec"].get("nodeName") != node:

@@ -6,6 +6,7 @@ Pods needing it stay Pending with FailedPrepareDynamicResources; unprepare of de
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
@@ -13,6 +14,9 @@ from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import Params, PositiveDuration
 
 from ._common import fake_driver
+
+if TYPE_CHECKING:
+    from draguard.harness.driver.process import FakeDriverProcess
 
 
 class DriverDownParams(Params):
@@ -33,4 +37,8 @@ def driver_down(ctx: StepContext, params: DriverDownParams | None) -> None:
             proc.start()
             ctx.note(f"driver on {node} back")
         else:
-            ctx.on_undo(proc.start)
+
+            def restart(proc: FakeDriverProcess = proc) -> None:
+                proc.start()
+
+            ctx.on_undo(restart)

@@ -8,7 +8,7 @@ to the driver's fault file on each targeted node; the journal keeps the previous
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from draguard.harness.driver import faults as driver_faults
 from draguard.harness.registry import FAULTS
@@ -17,6 +17,9 @@ from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import Params
 
 from ._common import fake_driver
+
+if TYPE_CHECKING:
+    from draguard.harness.driver.process import FakeDriverProcess
 
 
 class CountParams(Params):
@@ -38,7 +41,11 @@ def _apply(ctx: StepContext, key: str, value: dict[str, Any]) -> None:
         previous = path.read_text() if path.exists() else None
         ctx.before(UndoAction("write-file", {"path": str(path), "content": previous}))
         driver_faults.set_faults(proc.root, node, proc.driver, **{key: value})
-        ctx.on_undo(lambda proc=proc, node=node: driver_faults.clear_faults(proc.root, node, proc.driver))
+
+        def clear(proc: FakeDriverProcess = proc, node: str = node) -> None:
+            driver_faults.clear_faults(proc.root, node, proc.driver)
+
+        ctx.on_undo(clear)
         ctx.note(f"{key} {value} on {node}")
 
 

@@ -38,4 +38,7 @@ def node_loss(ctx: StepContext, params: NodeLossParams | None) -> None:
             nodes_proc.set_lost(node, False)
             ctx.note(f"node {node} back after {params.duration / timedelta(seconds=1):.0f}s")
         else:
-            ctx.on_undo(lambda node=node: nodes_proc.set_lost(node, False))
+            def restore(node: str = node) -> None:
+                nodes_proc.set_lost(node, False)
+
+            ctx.on_undo(restore)

@@ -12,6 +12,7 @@ Everything that talks to a cluster (backends, fake nodes, fake driver, runner, c
 
 from __future__ import annotations
 
+import builtins
 import json
 import threading
 import time
@@ -211,7 +212,7 @@ class Kube:
             item.setdefault("apiVersion", k.api_version)
         return items, str(out.get("metadata", {}).get("resourceVersion", ""))
 
-    def items(self, kind: str | Kind, namespace: str | None = None, label_selector: str | None = None) -> list[Obj]:
+    def items(self, kind: str | Kind, namespace: str | None = None, label_selector: str | None = None) -> builtins.list[Obj]:
         return self.list(kind, namespace, label_selector)[0]
 
     def create(self, obj: Obj, namespace: str | None = None) -> Obj:

@@ -177,9 +177,8 @@ def download_release(
         progress(f"downloading {etcd_base}/{tarname}")
         _fetch(f"{etcd_base}/{tarname}", partial / tarname)
         _fetch(f"{etcd_base}/SHA256SUMS", partial / "SHA256SUMS")
-        sums = dict(
-            reversed(line.split()) for line in (partial / "SHA256SUMS").read_text().splitlines() if line.strip()
-        )
+        lines = (line.split() for line in (partial / "SHA256SUMS").read_text().splitlines() if line.strip())
+        sums = {name: digest for digest, name in lines}
         if sums.get(tarname) != _sha256(partial / tarname):
             raise HarnessError(f"sha256 mismatch for {etcd_base}/{tarname}")
         with tarfile.open(partial / tarname) as tar:

@@ -125,9 +125,9 @@ class DraManager:
                     if error:
                         errors.append(f"claim {ref.namespace}/{ref.name}: {error}")
                         continue
-                    rec = self.checkpoint.claims.get(ref.uid)
-                    if rec is not None:
-                        rec.drivers[driver] = DriverState(sent=True, prepared=True, devices=devices)
+                    record = self.checkpoint.claims.get(ref.uid)
+                    if record is not None:
+                        record.drivers[driver] = DriverState(sent=True, prepared=True, devices=devices)
                 self.checkpoint.save()
             if skipped:
                 names = ", ".join(f"{r.namespace}/{r.name}" for r in skipped)

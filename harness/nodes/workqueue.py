@@ -49,7 +49,7 @@ class WorkQueue:
         with self._cond:
             n = self._failures.get(key, 0)
             self._failures[key] = n + 1
-        delay = min(self.base_delay * (2**n), self.max_delay)
+        delay: float = min(self.base_delay * (2**n), self.max_delay)
         self.add_after(key, delay)
         return delay
 

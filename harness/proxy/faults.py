@@ -35,7 +35,8 @@ from typing import Any
 
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from ruamel.yaml import YAML, YAMLError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from draguard.harness.errors import UsageError
 

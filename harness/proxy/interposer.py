@@ -147,9 +147,8 @@ class PluginProxy:
 
     def _learn_endpoint(self) -> str:
         assert self._reg_channel is not None
-        raw = self._reg_channel.unary_unary(f"/{REGISTRATION}/GetInfo")(
-            pluginregistration_pb2.InfoRequest().SerializeToString(), timeout=5
-        )
+        get_info: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._reg_channel.unary_unary(f"/{REGISTRATION}/GetInfo")
+        raw = get_info(pluginregistration_pb2.InfoRequest().SerializeToString(), timeout=5)
         info = pluginregistration_pb2.PluginInfo.FromString(raw)
         self.driver = info.name or self.driver
         self.real_endpoint = self._absolute(info.endpoint)
@@ -227,7 +226,7 @@ class _Handler(grpc.GenericRpcHandler):
     def __init__(self, proxy: PluginProxy) -> None:
         self.proxy = proxy
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[bytes, bytes] | None:
         full = handler_call_details.method  # "/package.Service/Method"
         service, _, method = full.lstrip("/").rpartition("/")
         if method == HEALTH_METHOD:
@@ -324,13 +323,13 @@ class _Handler(grpc.GenericRpcHandler):
         return bytes(response.SerializeToString())
 
     def _forward(self, full: str, service: str, request: bytes, context: grpc.ServicerContext | None) -> bytes:
-        call = self.proxy.upstream(service).unary_unary(full)
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.proxy.upstream(service).unary_unary(full)
         timeout = context.time_remaining() if context is not None else 45.0
         metadata = _metadata(context) if context is not None else None
         try:
             response: bytes = call(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
-            raise _Abort(exc.code(), exc.details() or "") from exc  # type: ignore[attr-defined]
+            raise _Abort(exc.code(), exc.details() or "") from exc
         return response
 
     def _extra(
@@ -385,17 +384,20 @@ class _Handler(grpc.GenericRpcHandler):
                 while context.is_active() and not proxy.stopping.wait(0.1):
                     pass
                 raise _Abort(grpc.StatusCode.DEADLINE_EXCEEDED, "call hung by draguard proxy")
-            stream = proxy.upstream(service).unary_stream(full)(
-                request, timeout=context.time_remaining(), metadata=_metadata(context)
-            )
-            context.add_callback(stream.cancel)
+            call: grpc.UnaryStreamMultiCallable[bytes, bytes] = proxy.upstream(service).unary_stream(full)
+            stream = call(request, timeout=context.time_remaining(), metadata=_metadata(context))
+
+            def cancel() -> None:
+                stream.cancel()
+
+            context.add_callback(cancel)
             try:
                 for message in stream:
                     messages += 1
                     yield message
             except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.CANCELLED:  # type: ignore[attr-defined]
-                    raise _Abort(exc.code(), exc.details() or "") from exc  # type: ignore[attr-defined]
+                if exc.code() != grpc.StatusCode.CANCELLED:
+                    raise _Abort(exc.code(), exc.details() or "") from exc
         except _Abort as exc:
             status, error = exc.code.name, exc.details
             proxy.record(**entry, duration_s=round(time.time() - start, 6), status=status, error=error, messages=messages)
@@ -408,24 +410,27 @@ class _Handler(grpc.GenericRpcHandler):
         start = time.time()
         status, error = "OK", ""
         try:
-            stream = self.proxy.upstream(service).stream_stream(full)(
-                requests, timeout=context.time_remaining(), metadata=_metadata(context)
-            )
-            context.add_callback(stream.cancel)
+            call: grpc.StreamStreamMultiCallable[bytes, bytes] = self.proxy.upstream(service).stream_stream(full)
+            stream = call(requests, timeout=context.time_remaining(), metadata=_metadata(context))
+
+            def cancel() -> None:
+                stream.cancel()
+
+            context.add_callback(cancel)
             yield from stream
         except grpc.RpcError as exc:
-            status, error = exc.code().name, exc.details() or ""  # type: ignore[attr-defined]
+            status, error = exc.code().name, exc.details() or ""
             self.proxy.record(ts=start, service=service, method=method, kind="call", claims=[], fault=None,
                               duration_s=round(time.time() - start, 6), status=status, error=error, claim_errors={})
-            context.abort(exc.code(), error)  # type: ignore[attr-defined]
+            context.abort(exc.code(), error)
         self.proxy.record(ts=start, service=service, method=method, kind="call", claims=[], fault=None,
                           duration_s=round(time.time() - start, 6), status=status, error=error, claim_errors={})
 
 
-def _metadata(context: grpc.ServicerContext) -> list[tuple[str, str | bytes]]:
-    return [
+def _metadata(context: grpc.ServicerContext) -> tuple[tuple[str, str | bytes], ...]:
+    return tuple(
         (k, v) for k, v in (context.invocation_metadata() or ()) if not k.startswith(_DROP_METADATA) and k[:1] != ":"
-    ]
+    )
 
 
 class Interposer:

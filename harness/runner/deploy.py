@@ -69,7 +69,7 @@ def _exact(r: Request | SubRequest) -> Obj:
 
 
 def claim_spec(claim: Claim) -> Obj:
-    requests = []
+    requests: list[dict[str, Any]] = []
     for r in claim.requests:
         if r.first_available:
             requests.append({"name": r.name, "firstAvailable": [{"name": s.name, **_exact(s)} for s in r.first_available]})

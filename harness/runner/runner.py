@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..cluster.local import ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
@@ -39,7 +39,7 @@ from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot,
 from ..kube import ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
-from ..result import Evidence, InvariantResult, ScenarioResult, StepResult
+from ..result import Evidence, InvariantResult, ScenarioResult, Status, StepResult
 from ..scenario.types import Condition, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
@@ -404,9 +404,11 @@ class Runner:
     def _finish(self) -> None:
         exp = self.scenario.expect
         for entry in INVARIANTS:
-            expected = "violate" if entry.name in exp.violate else "hold" if entry.name in exp.hold else None
+            expected: Literal["hold", "violate"] | None = (
+                "violate" if entry.name in exp.violate else "hold" if entry.name in exp.hold else None
+            )
             found = list(self.violations.get(entry.name, {}).values())
-            status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
+            status: Status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
             self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found)
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
@@ -449,13 +451,13 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
     devices = []
     for i, dev in enumerate(topology.devices):
         attrs = dict(dev.attributes)
-        d: dict[str, Any] = {
+        d = {
             "name": dev.name,
-            "index": int(attrs.pop("index", i)),  # type: ignore[call-overload]
+            "index": int(attrs.pop("index", i)),
             "productName": str(attrs.pop("productName", "Generic Accelerator")),
             "architecture": str(attrs.pop("architecture", "Generic")),
             "memory": dev.capacity.get("memory", "16Gi"),
-            "numaNode": int(attrs.pop("numaNode", 0)),  # type: ignore[call-overload]
+            "numaNode": int(attrs.pop("numaNode", 0)),
             "pcieRoot": str(attrs.pop("pcieRoot", f"pci0000:{i:02x}")),
         }
         if "nvlinkDomain" in attrs:
