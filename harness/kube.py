@@ -348,17 +348,24 @@ class Kube:
         finally:
             resp.release_conn()
 
-    def create_namespace(self, name: str, labels: Mapping[str, str] | None = None, timeout: float = 30.0) -> Obj:
-        """Create a namespace and wait for its ``default`` ServiceAccount, without which pods are refused."""
+    def create_namespace(
+        self, name: str, labels: Mapping[str, str] | None = None, timeout: float = 30.0, wait: bool = True
+    ) -> Obj:
+        """Create a namespace and (unless ``wait`` is off) wait until pods can be created in it."""
         ns = self.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels or {})}}
         )
+        if wait:
+            self.wait_namespace_ready(name, timeout)
+        return ns
+
+    def wait_namespace_ready(self, name: str, timeout: float = 30.0) -> None:
+        """Wait for the ``default`` ServiceAccount, without which the API refuses pods (seconds on a new cluster)."""
         deadline = time.monotonic() + timeout
         while self.get("ServiceAccount", "default", name) is None:
             if time.monotonic() > deadline:
                 raise HarnessError(f"namespace {name}: no default ServiceAccount after {timeout:.0f}s")
             time.sleep(0.1)
-        return ns
 
     def server_version(self) -> Obj:
         return self.request("GET", "/version")

@@ -99,7 +99,9 @@ class Runner:
             for sup in (cluster.components.values() if cluster else []):
                 if sup.pid:
                     journal.process(sup.pid, sup.name)
-            kube.create_namespace(namespace, {RUN_LABEL: self.run_id})
+            # A fresh controller manager takes seconds to make the namespace's ServiceAccount: start
+            # the fleet meanwhile and wait for it just before the pods are created.
+            kube.create_namespace(namespace, {RUN_LABEL: self.run_id}, wait=False)
             observer = Observer(kube, self.timeline)
             self.handles = RunHandles(self.run_id, self.scenario, kube, namespace, journal, self.timeline, observer,
                                       self._node_root(), cluster)
@@ -211,6 +213,7 @@ class Runner:
     def _deploy(self) -> None:
         h = self._h()
         sc = self.scenario
+        h.kube.wait_namespace_ready(h.namespace)
         for dc in sc.device_classes:
             self._create(deploy.device_class(dc, self.run_id))
         for value in sorted({w.priority for w in sc.workloads if w.priority is not None and not w.priority_class_name}):
