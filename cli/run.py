@@ -91,6 +91,10 @@ def print_summary(result: RunResult) -> None:
         if s.error:
             _err.print(f"[red]{s.name}: {s.error}[/red]")
         for name, inv in s.invariants.items():
+            if inv.met and inv.expected == "violate":  # the incident reproduced: show its evidence
+                _err.print(f"{s.name}: {name} violated, as this reproduction expects:", highlight=False)
+                for v in inv.violations[:3]:
+                    _err.print(f"    {v.message}", highlight=False)
             if not inv.met:
                 want = "hold" if inv.expected == "hold" else "be violated"
                 _err.print(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]")
