@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
     from ..driver.process import FakeDriverProcess
     from ..nodes.process import FakeNodesProcess
+    from ..proxy.interposer import Interposer
 
 __all__ = ["RunHandles", "StepContext"]
 
@@ -49,6 +50,10 @@ class RunHandles:
     undo: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
     deploy_workload: Callable[[str], None] | None = None
     """Creates the pods of a workload held back for a later step (``preempt``)."""
+    interposer: Interposer | None = None
+    """The gRPC interposer between the fake nodes and the driver (``driver.interpose``)."""
+    proxy_faults: Path | None = None
+    """The interposer's fault file (JSON), which prepare/unprepare faults write when it is on."""
 
     @property
     def driver_name(self) -> str:

@@ -162,7 +162,7 @@ class Runner:
         root = state_dir() / "runs" / self.run_id / "nodes"
         longest = max((len(n.name) for n in self.scenario.nodes), default=0)
         sockets = len(str(root)) + longest + len(self.scenario.driver.name) * 2 + len("//plugins_registry/-reg.sock")
-        return root if sockets < 100 else Path(tempfile.gettempdir()) / f"draguard-{self.run_id}"
+        return root if sockets < 90 else Path(tempfile.gettempdir()) / f"draguard-{self.run_id}"
 
     def _fleet(self) -> None:
         h = self._h()
@@ -176,6 +176,20 @@ class Runner:
 
         kubeconfig = h.cluster.kubeconfig if h.cluster else Path(self.options.kubeconfig or "")
         h.node_root.mkdir(parents=True, exist_ok=True)
+        driver_root = h.node_root
+        if sc.driver.interpose:
+            from ..proxy.faults import FaultSet
+            from ..proxy.interposer import Interposer
+
+            # The driver serves its sockets under <root>-plugins; the interposer re-exposes them where
+            # the fake nodes look, records every call into the report and injects the steps' faults.
+            driver_root = Path(f"{h.node_root}-plugins")
+            evidence = self.options.report_dir / sc.name
+            evidence.mkdir(parents=True, exist_ok=True)
+            h.proxy_faults = h.node_root / "proxy-faults.json"
+            h.proxy_faults.write_text('{"faults": []}\n')
+            h.interposer = Interposer(driver_root, h.node_root, FaultSet(h.proxy_faults),
+                                      record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
         names = [n.name for n in sc.nodes]
         labels: dict[str, str] = {}
         h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels)
@@ -186,7 +200,7 @@ class Runner:
         for node in sc.nodes:
             topo = h.node_root / f"{node.name}.topology.json"
             topo.write_text(json.dumps(topology_file(node.topology, node.name)))
-            proc = FakeDriverProcess(kubeconfig, node.name, root=h.node_root, driver=sc.driver.name,
+            proc = FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
                                      topology=topo, mutant=sc.driver.mutant)
             proc.start()
             if proc.pid:
@@ -194,7 +208,8 @@ class Runner:
             h.drivers[node.name] = proc
         self._wait_slices(set(names), timeout=60)
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
-                 f"published {len(self.initial_inventory)} devices")
+                 f"published {len(self.initial_inventory)} devices"
+                 + (", behind the gRPC interposer" if h.interposer else ""))
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -348,6 +363,9 @@ class Runner:
                 proc.stop()
             if h.nodes is not None:
                 h.nodes.stop()
+            if h.interposer is not None:
+                h.interposer.stop()
+                shutil.rmtree(f"{h.node_root}-plugins", ignore_errors=True)
             shutil.rmtree(h.node_root, ignore_errors=True)
         if cluster is not None:
             # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
@@ -358,13 +376,14 @@ class Runner:
         from ..driver.state import read_checkpoint
 
         h = self._h()
-        cp = read_checkpoint(h.node_root, node, h.driver_name)
+        root = h.drivers[node].root
+        cp = read_checkpoint(root, node, h.driver_name)
         prepared = {
             uid: tuple(DeviceId(h.driver_name, d.pool, d.device) for d in rec.devices)
             for uid, rec in cp.claims.items()
         }
         devices = {name: DeviceState(rec.state.value, (rec.claim,) if rec.claim else ()) for name, rec in cp.devices.items()}
-        cdi_dir = h.node_root / node / "cdi"
+        cdi_dir = root / node / "cdi"
         prefix = f"{h.driver_name}-"
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)

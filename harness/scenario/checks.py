@@ -121,6 +121,9 @@ class _Checker:
                 self.add(path, "missing 'deviceClass': the DeviceClass the external driver installs")
             if driver.get("mutant") is not None:
                 self.add(path + ("mutant",), "mutants exist for the fake driver only", on_key=True)
+            if driver.get("interpose") is True:
+                self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
+                         "fake driver only", on_key=True)  # fmt: skip
         elif driver.get("deviceClass") is not None:
             self.add(path + ("deviceClass",), "'deviceClass' is for an external driver; declare deviceClasses "
                      "for the fake driver", on_key=True)  # fmt: skip

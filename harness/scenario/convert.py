@@ -172,7 +172,7 @@ def to_scenario(
             feature_gates=_ro(s.cluster.feature_gates),
             runtime_config=_ro(s.cluster.runtime_config),
         ),
-        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class),
+        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, s.driver.interpose),
         nodes=_nodes(s.nodes),
         device_classes=tuple(
             t.DeviceClass(c.name, tuple(c.selectors), c.extended_resource_name) for c in s.device_classes

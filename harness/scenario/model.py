@@ -247,6 +247,9 @@ class DriverSpec(_Model):
     """A named misbehaviour of the fake driver (e.g. ``forget-before-reset``); ``fake`` only."""
     device_class: DnsSubdomain | None = None
     """The DeviceClass an ``external`` driver installs; claims may name it. Required for ``external``."""
+    interpose: bool = False
+    """Put the gRPC interposer between the fake nodes and the driver: every call is recorded into the
+    report (``grpc-calls.jsonl``) and prepare/unprepare faults are injected there (``fake`` only)."""
 
 
 class DeviceTaintSpec(_Model):

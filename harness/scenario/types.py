@@ -108,6 +108,8 @@ class Driver:
     """A named misbehaviour of the fake driver (``fake`` only), or None for the correct driver."""
     device_class: str | None
     """The DeviceClass an ``external`` driver installs; None for ``fake``."""
+    interpose: bool = False
+    """Whether the gRPC interposer sits between the fake nodes and the driver."""
 
 
 @dataclass(frozen=True, slots=True)
