@@ -186,30 +186,26 @@ CelExpression = Annotated[str, Field(min_length=1, max_length=10 * 1024)]
 FaultKind = Annotated[str, _pattern(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", "a kebab-case name like 'drain-node'")]
 
 
+_STRICT = ConfigDict(
+    extra="forbid",
+    strict=True,
+    frozen=True,
+    alias_generator=to_camel,
+    populate_by_name=False,
+    use_attribute_docstrings=True,
+    hide_input_in_errors=True,
+)
+"""Every scenario model and fault parameter model: strict, closed, frozen, camelCase keys in YAML."""
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        frozen=True,
-        alias_generator=to_camel,
-        populate_by_name=False,
-        use_attribute_docstrings=True,
-        hide_input_in_errors=True,
-    )
+    model_config = _STRICT
 
 
 class Params(BaseModel):
     """Base for fault parameter models: strict, closed, frozen, camelCase keys in YAML."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        frozen=True,
-        alias_generator=to_camel,
-        populate_by_name=False,
-        use_attribute_docstrings=True,
-        hide_input_in_errors=True,
-    )
+    model_config = _STRICT
 
 
 # ---------------------------------------------------------------------------------------------
