@@ -114,7 +114,6 @@ class Kube:
         self.configuration = configuration
         self._api = ApiClient(configuration)
         self._pool = self._api.rest_client.pool_manager
-        self._lock = threading.Lock()
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None) -> Kube:

@@ -30,7 +30,7 @@ from ..errors import HarnessError
 from ..kube import KINDS, Kube
 from ..paths import state_dir
 
-__all__ = ["Journal", "UndoAction", "UNDO_HANDLERS", "journal_dir", "pending_journals", "recover", "RUN_LABEL"]
+__all__ = ["Journal", "UndoAction", "UNDO_HANDLERS", "journal_dir", "pending_journals", "recover", "delete_labelled", "RUN_LABEL"]
 
 RUN_LABEL = "draguard.dev/run"
 
@@ -135,6 +135,23 @@ def pending_journals(directory: Path | None = None) -> list[Path]:
     return sorted(d.glob("*.jsonl")) if d.exists() else []
 
 
+def delete_labelled(kube: Kube, run_id: str) -> list[str]:
+    """Delete every object that carries the run's label (pods without grace); returns what went."""
+    done = []
+    for kind in CLEANUP_KINDS:
+        k = KINDS[kind]
+        try:
+            items = kube.items(kind, label_selector=f"{RUN_LABEL}={run_id}")
+        except HarnessError:
+            continue
+        for item in items:
+            md = item["metadata"]
+            ns = md.get("namespace") if k.namespaced else None
+            kube.delete(kind, md["name"], ns, grace_seconds=0 if kind == "Pod" else None)
+            done.append(f"deleted {kind} {ns + '/' if ns else ''}{md['name']}")
+    return done
+
+
 def recover(path: Path, kubeconfig: str | None = None, log: Callable[[str], None] = print) -> list[str]:
     """Undo what one journal describes; returns what was done. Safe to run twice."""
     entries = read(path)
@@ -164,20 +181,7 @@ def recover(path: Path, kubeconfig: str | None = None, log: Callable[[str], None
             done.append(f"stopped {e['what']} (pid {e['pid']})")
     label = run.get("label")
     if kube is not None and label:
-        selector = f"{RUN_LABEL}={label}"
-        for kind in CLEANUP_KINDS:
-            k = KINDS[kind]
-            try:
-                items = kube.items(kind, label_selector=selector)
-            except HarnessError:
-                continue
-            for item in items:
-                md = item["metadata"]
-                if kind == "Pod":
-                    kube.delete(kind, md["name"], md.get("namespace"), grace_seconds=0)
-                else:
-                    kube.delete(kind, md["name"], md.get("namespace") if k.namespaced else None)
-                done.append(f"deleted {kind} {md.get('namespace', '') + '/' if k.namespaced else ''}{md['name']}")
+        done += delete_labelled(kube, label)
     cluster_dir = run.get("clusterDir")
     if cluster_dir and (Path(cluster_dir) / "cluster.json").exists():
         from ..cluster.local import LocalCluster

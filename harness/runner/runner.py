@@ -43,7 +43,7 @@ from ..result import Evidence, InvariantResult, ScenarioResult, Status, StepResu
 from ..scenario.types import Condition, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
-from .journal import RUN_LABEL, Journal
+from .journal import RUN_LABEL, Journal, delete_labelled
 from .observe import Observer, Timeline
 
 __all__ = ["Runner", "RunOptions", "CONTINUOUS", "AFTER_CLEANUP"]
@@ -238,16 +238,13 @@ class Runner:
                 self._create(obj)
             if w.gang == "podgroup":
                 self._create(deploy.pod_group(w, h.namespace, self.run_id))
-        # Workloads whose first step waits for another are deployed by a `deploy` step instead.
+        # Workloads that arrive with a later step (preempt) are held back until it creates them.
+        deferred = deploy.deferred_workloads(sc)
         for w, member in deploy.creation_order(sc):
-            if w.name in self._deferred():
-                continue
-            self._create(deploy.pod(w, member, h.namespace, self.run_id, sc.name))
-        self.log(f"deployed {sum(w.replicas for w in sc.workloads if w.name not in self._deferred())} pods "
+            if w.name not in deferred:
+                self._create(deploy.pod(w, member, h.namespace, self.run_id, sc.name))
+        self.log(f"deployed {sum(w.replicas for w in sc.workloads if w.name not in deferred)} pods "
                  f"in {len(sc.workloads)} workload(s)")
-
-    def _deferred(self) -> set[str]:
-        return deploy.deferred_workloads(self.scenario)
 
     def create_workload_pods(self, workload: str) -> None:
         """Create the pods of a deferred workload (used by the ``preempt`` fault)."""
@@ -354,11 +351,7 @@ class Runner:
             self.result.timeline_file = "timeline.json"
             self._timeline_snapshot = h.timeline.as_list()
             if cluster is None:  # a shared cluster: remove exactly what this run created
-                selector = f"{RUN_LABEL}={self.run_id}"
-                h.kube.delete("Namespace", h.namespace)
-                for kind in ("DeviceTaintRule", "DeviceClass", "PriorityClass", "ResourceSlice", "Node"):
-                    for item in h.kube.items(kind, label_selector=selector):
-                        h.kube.delete(kind, item["metadata"]["name"])
+                delete_labelled(h.kube, self.run_id)
             for proc in h.drivers.values():
                 proc.stop()
             if h.nodes is not None:
