@@ -8,20 +8,11 @@ import time
 import pytest
 
 from draguard.harness.kube import Kube
+from support import wait
 
 pytestmark = pytest.mark.cluster
 
 DRIVER = "gpu.test.draguard.dev"
-
-
-def _wait(fn, timeout: float = 30.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _ready_node(kube: Kube, name: str) -> None:
@@ -71,7 +62,7 @@ def test_pod_with_claim_template_is_allocated_devices_by_the_real_scheduler(drag
                                               "resources": {"claims": [{"name": "gpus"}]}}],
                               "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]}})
 
-        pod = _wait(lambda: (p := kube.get("Pod", "worker", ns)) and p["spec"].get("nodeName") and p, what="pod bound")
+        pod = wait(lambda: (p := kube.get("Pod", "worker", ns)) and p["spec"].get("nodeName") and p, what="pod bound")
         assert pod["spec"]["nodeName"] == node
         statuses = pod["status"]["resourceClaimStatuses"]
         assert statuses[0]["name"] == "gpus"

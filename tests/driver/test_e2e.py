@@ -10,7 +10,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,9 @@ from draguard.harness.driver.slices import LABEL_DRIVER, LABEL_NODE
 from draguard.harness.driver.state import DeviceState
 from draguard.harness.kube import Kube
 from draguard.harness.paths import DEFAULT_DRIVER
+from support import wait
 
 pytestmark = pytest.mark.cluster
-
-
-def _wait(fn: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture
@@ -100,7 +91,7 @@ def _allocated_claim(
 def test_the_driver_publishes_its_node_pool_and_prepares_an_allocated_claim(
     kube: Kube, driver: FakeDriverProcess, node: str, draguard_namespace: str
 ) -> None:
-    (sl,) = _wait(lambda: _slices(kube, node), what="ResourceSlice of the node")
+    (sl,) = wait(lambda: _slices(kube, node), what="ResourceSlice of the node")
     node_uid = kube.get("Node", node)["metadata"]["uid"]  # type: ignore[index]
     assert sl["spec"]["driver"] == DEFAULT_DRIVER and sl["spec"]["pool"]["name"] == node
     assert sl["spec"]["pool"]["resourceSliceCount"] == 1
@@ -149,23 +140,23 @@ def test_a_claim_of_another_driver_or_with_a_stale_uid_fails_alone(
 def test_unhealthy_devices_are_tainted_and_partitionable_topologies_are_accepted(
     kube: Kube, draguard_cluster: Any, root: Path, node: str, driver: FakeDriverProcess
 ) -> None:
-    _wait(lambda: _slices(kube, node), what="slice")
+    wait(lambda: _slices(kube, node), what="slice")
     driver.set_faults(unhealthy={"devices": ["gpu-2"], "message": "XID 79"})
 
     def tainted() -> bool:
         (sl,) = _slices(kube, node)
         return bool(sl["spec"]["pool"]["generation"] > 1 and sl["spec"]["devices"][2].get("taints"))
 
-    _wait(tainted, what="taint on gpu-2")
+    wait(tainted, what="taint on gpu-2")
     kube.delete_collection("ResourceSlice", f"{LABEL_NODE}={node}")  # as a restarting kubelet does
-    _wait(lambda: _slices(kube, node), timeout=10, what="slices published again")
+    wait(lambda: _slices(kube, node), timeout=10, what="slices published again")
     mig_node = f"{node}-mig"
     kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": mig_node}})
     mig = _driver(draguard_cluster, root, mig_node, topology=None, devices=None)
     mig.args += ["--topology", str(_mig_topology(root))]
     try:
         mig.start()
-        slices = _wait(lambda: len(s := _slices(kube, mig_node)) == 9 and s, what="9 slices of a100-mig")
+        slices = wait(lambda: len(s := _slices(kube, mig_node)) == 9 and s, what="9 slices of a100-mig")
         assert sum(1 for s in slices if s["spec"].get("sharedCounters")) == 1
         assert {s["spec"]["pool"]["generation"] for s in slices} == {1}
     finally:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -28,19 +27,8 @@ from draguard.harness.errors import HarnessError
 from draguard.harness.nodes import Checkpoint, FakeNodesProcess
 from draguard.harness.nodes.node import LEASE_NAMESPACE
 from draguard.harness.paths import NodeDirs
+from support import wait
 
-T = TypeVar("T")
-
-
-def wait(fn: Callable[[], T], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture

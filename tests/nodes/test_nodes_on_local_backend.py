@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -18,22 +18,11 @@ from draguard.harness.nodes.node import LEASE_NAMESPACE
 from draguard.harness.nodes.stubplugin import StubPlugin
 from draguard.harness.paths import NodeDirs
 from draguard.harness.proxy import FaultSet, Interposer, read_calls
+from support import wait
 
 pytestmark = pytest.mark.cluster
 
 DRIVER = "gpu.draguard.dev"
-T = TypeVar("T")
-
-
-def wait(fn: Callable[[], T], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.1)
 
 
 @dataclass
