@@ -13,7 +13,7 @@ driver, with or without fault hooks of its own. A reset failure is hardware: fak
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from draguard.harness.driver import faults as driver_faults
 from draguard.harness.registry import FAULTS
@@ -101,5 +101,3 @@ def unprepare_failure(ctx: StepContext, params: CountParams | None) -> None:
     if not _interpose(ctx, {"method": "NodeUnprepareResources", "action": "error", "message": "injected unprepare failure", **_count(params)}):
         _apply(ctx, "unprepare_fail", {"claims": "all", **_count(params)})
 
-
-Kind = Literal["reset-failure", "prepare-failure", "prepare-hang", "unprepare-failure"]

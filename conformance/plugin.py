@@ -20,11 +20,10 @@ import pytest
 
 from draguard.harness.cluster.local import LocalCluster
 from draguard.harness.errors import HarnessError
-from draguard.harness.kube import Kube
+from draguard.harness.kube import RUN_LABEL, Kube
 
 __all__ = ["ClusterHandle", "RUN_LABEL"]
 
-RUN_LABEL = "draguard.dev/run"
 
 
 @dataclass

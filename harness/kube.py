@@ -28,9 +28,12 @@ from kubernetes.client import ApiClient, Configuration
 
 from .errors import HarnessError
 
-__all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj"]
+__all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj", "RUN_LABEL"]
 
 Obj = dict[str, Any]
+
+RUN_LABEL = "draguard.dev/run"
+"""The label every object draguard creates carries, with the run's id as value; cleanup selects on it."""
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kube import Kube
+from .kube import RUN_LABEL, Kube
 
 __all__ = ["AllocationCheck", "run_allocation_check", "RUN_LABEL"]
 
-RUN_LABEL = "draguard.dev/run"
 DRIVER = "selfcheck.draguard.dev"
 
 

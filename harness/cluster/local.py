@@ -292,16 +292,6 @@ class LocalCluster:
             self._wait_api_ready(timeout)
         self._write_state()
 
-    def stop_component(self, component: str) -> None:
-        component = _ALIASES.get(component, component)
-        self.components[component].stop()
-        self._write_state()
-
-    def start_component(self, component: str, timeout: float = 60.0) -> None:
-        component = _ALIASES.get(component, component)
-        self.components[component].start(timeout)
-        self._write_state()
-
     def down(self, remove: bool = False) -> None:
         """Stop every component in reverse order; verify that no pid and no port is left."""
         pids = {c: s.pid for c, s in self.components.items() if s.pid}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from draguard.harness.kube import ApiError, Kube, Obj
+from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 
 __all__ = [
     "NodeSpec",
@@ -34,7 +34,6 @@ KUBELET_VERSION = "v1.37.2"
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40
 FAKE_NODE_LABEL = "draguard.dev/fake-node"
-RUN_LABEL = "draguard.dev/run"
 DEFAULT_CAPACITY = {"cpu": "64", "memory": "256Gi", "pods": "256", "ephemeral-storage": "1Ti"}
 
 

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..kube import Kube, Obj
@@ -164,6 +164,3 @@ class StepContext:
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         return self.handles.observer.wait_for(predicate, timeout)
-
-    def extra(self) -> dict[str, Any]:
-        return {"notes": list(self.notes)}

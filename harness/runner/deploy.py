@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kube import Obj
+from ..kube import RUN_LABEL, Obj
 from ..scenario.types import Claim, DeviceClass, Request, Scenario, SubRequest, Toleration, Workload
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
     "deferred_workloads",
 ]
 
-RUN_LABEL = "draguard.dev/run"
 WORKLOAD_LABEL = "draguard.dev/workload"
 MEMBER_LABEL = "draguard.dev/member"
 SCENARIO_LABEL = "draguard.dev/scenario"

@@ -27,12 +27,11 @@ from typing import Any
 
 from ..cluster.process import kill_pid, pid_alive
 from ..errors import HarnessError
-from ..kube import KINDS, Kube
+from ..kube import KINDS, RUN_LABEL, Kube
 from ..paths import state_dir
 
 __all__ = ["Journal", "UndoAction", "UNDO_HANDLERS", "journal_dir", "pending_journals", "recover", "delete_labelled", "RUN_LABEL"]
 
-RUN_LABEL = "draguard.dev/run"
 
 # Kinds that carry the run label and are removed at the end (namespaced ones go with their namespace).
 CLEANUP_KINDS = ("Pod", "ResourceClaim", "ResourceClaimTemplate", "PodGroup", "Workload", "DeviceTaintRule",
