@@ -10,7 +10,9 @@ BIN    := $(VENV)/bin
 $(BIN)/draguard: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# setuptools reports every editable install with an informational UserWarning ("Editable
+	# installation"); nothing to act on, so it is kept out of a new user's first screen.
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 install: $(BIN)/draguard
