@@ -7,7 +7,6 @@ of the HTML report, where the deadlock shows as two partial gangs holding device
 
 from __future__ import annotations
 
-import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -31,4 +30,4 @@ def command(report_dir: str, bin_dir: str | None) -> None:
     paths = [str(root / name) for name in DEMO_SCENARIOS]
     result = run_scenarios(load_scenarios(paths), Path(report_dir), backend="local", bin_dir=bin_dir,
                            formats=("terminal", "json", "junit", "html"))
-    sys.exit(result.exit_code)
+    click.get_current_context().exit(result.exit_code)

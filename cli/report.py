@@ -8,7 +8,6 @@ trend page over many runs. A missing, partial or other-version report exits 2 na
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -40,7 +39,7 @@ def report(directory: Path, formats: tuple[str, ...], out: Path | None) -> None:
     result = reports.load_report(directory, timelines=True)
     written = reports.render(result, out or (directory if directory.is_dir() else directory.parent), chosen)
     print_paths(written)
-    sys.exit(result.exit_code)
+    click.get_current_context().exit(result.exit_code)
 
 
 @click.command("diff")
@@ -59,7 +58,7 @@ def diff(old: Path, new: Path, threshold: float, min_seconds: float, as_json: bo
         click.echo(json.dumps(d.as_dict(), indent=2))
     else:
         print_diff(d)
-    sys.exit(EXIT_FAILED if d.regressed else EXIT_OK)
+    click.get_current_context().exit(EXIT_FAILED if d.regressed else EXIT_OK)
 
 
 @click.command("history")

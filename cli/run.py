@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -59,7 +58,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
         return
     result = run_scenarios(loaded, Path(report_dir), backend=backend, kubeconfig=kubeconfig, context=context,
                            seed=seed, bin_dir=bin_dir, formats=chosen)
-    sys.exit(result.exit_code)
+    click.get_current_context().exit(result.exit_code)
 
 
 def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = None, kubeconfig: str | None = None,
