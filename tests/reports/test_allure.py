@@ -12,7 +12,6 @@ import pytest
 from draguard import reports
 from report_samples import broken_result
 
-pytest_plugins = ["pytester"]
 
 INNER_RESULT = """
 import sys
