@@ -149,7 +149,9 @@ class Runner:
         self.result.environment.update({
             "backend": backend,
             "kubernetesVersion": version.get("gitVersion"),
-            "featureGates": dict(sc.cluster.feature_gates),
+            # What the server reports wins over what the scenario asked for (an existing cluster keeps its own).
+            "featureGates": {**dict(sc.cluster.feature_gates),
+                             **{g: on for g, on in kube.feature_gates().items() if _dra_gate(g) or g in sc.cluster.feature_gates}},
             "driver": {"name": sc.driver.name, "kind": sc.driver.kind, "mutant": sc.driver.mutant,
                        "version": draguard_version() if sc.driver.kind == "fake" else None,
                        "interposed": bool(sc.driver.interpose)},
@@ -462,6 +464,11 @@ class Runner:
     def _h(self) -> RunHandles:
         assert self.handles is not None
         return self.handles
+
+
+def _dra_gate(name: str) -> bool:
+    """Feature gates worth recording with a DRA run (the full list has hundreds)."""
+    return name.startswith("DRA") or "DynamicResource" in name or name in ("GenericWorkload", "GangScheduling")
 
 
 def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
