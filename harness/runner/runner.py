@@ -242,6 +242,8 @@ class Runner:
 
         def ready() -> bool:
             have = {s["spec"]["pool"]["name"] for s in h.observer.objects("ResourceSlice") if s["spec"].get("devices")}
+            if len(pools) > 1:
+                self.options.progress(Counted("nodes with published ResourceSlices", len(pools & have), len(pools)))
             return pools <= have
 
         if not h.observer.wait_for(ready, timeout):
