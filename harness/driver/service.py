@@ -3,8 +3,9 @@
 * ``<plugins>/<driver>/dra.sock`` serves ``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin``, the same
   service in ``v1beta1``, and ``DRAResourceHealth`` (NodeWatchResources) in ``v1`` and ``v1alpha1``;
 * ``<plugins_registry>/<driver>-reg.sock`` serves ``pluginregistration.Registration``: GetInfo
-  answers type ``DRAPlugin``, the driver name, the DRA socket path and the versions
-  ``v1.DRAPlugin``, ``v1beta1.DRAPlugin``.
+  answers type ``DRAPlugin``, the driver name, the DRA socket path and every service it serves:
+  ``v1.DRAPlugin``, ``v1beta1.DRAPlugin``, ``v1.DRAResourceHealth``, ``v1alpha1.DRAResourceHealth``
+  (the kubelet watches health only when the registration lists a health service).
 
 Versions, message layouts and the claim reference come from :mod:`draguard.harness.grpcapi.plugin`.
 
@@ -35,6 +36,7 @@ from ..errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
 from ..grpcapi.plugin import (
     DRA_VERSIONS,
+    HEALTH_SERVICES,
     HEALTH_VERSIONS,
     PLUGIN_TYPE,
     SUPPORTED_VERSIONS,
@@ -62,8 +64,8 @@ __all__ = [
 
 log = logging.getLogger("draguard.driver")
 
-ADVERTISED = SUPPORTED_VERSIONS
-"""What the fake driver lists in ``supported_versions``."""
+ADVERTISED = (*SUPPORTED_VERSIONS, *HEALTH_SERVICES)
+"""What the fake driver lists in ``supported_versions``: every DRA and health service it serves."""
 UNIX_PATH_MAX = 107
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

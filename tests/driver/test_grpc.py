@@ -36,12 +36,16 @@ def client(server: PluginServer) -> Iterator[PluginClient]:
         yield c
 
 
-def test_registration_announces_a_dra_plugin_with_its_socket_and_both_versions(
+def test_registration_announces_a_dra_plugin_with_its_socket_both_versions_and_the_health_service(
     server: PluginServer, client: PluginClient
 ) -> None:
     info = client.get_info()
     assert (info.type, info.name, info.endpoint) == ("DRAPlugin", DEFAULT_DRIVER, str(server.dra_socket))
-    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    # The kubelet opens the health stream only for a plugin that lists a health service
+    # (pickHealthService in kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go).
+    assert list(info.supported_versions) == [
+        "v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"
+    ]
     client.notify(False, "kubelet says no")
     assert server.registration.status == (False, "kubelet says no")
 
