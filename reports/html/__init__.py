@@ -161,15 +161,23 @@ def _script_json(value: Any) -> str:
 def _scenario_view(s: ScenarioResult, i: int) -> dict[str, Any]:
     events = list(s.timeline.events()) if s.timeline is not None else []
     pic = picture(events, s)
-    gangs: dict[str, dict[str, set[str]]] = {}
+    members: dict[str, set[str]] = {}
+    for seg in pic.pods:
+        members.setdefault(seg.workload, set()).add(seg.pod)
+    holding: dict[str, dict[str, Any]] = {}
     for b in pic.bars:
-        gangs.setdefault(b.workload, {}).setdefault("devices", set()).add(b.device)
+        h = holding.setdefault(b.workload, {"devices": set(), "pods": set()})
+        h["devices"].add(b.device)
+        h["pods"].update(b.pods)
+    for w, h in holding.items():
+        h["members"] = len(members.get(w, ()))
+        h["partial"] = 0 < len(h["pods"]) < h["members"]
     return {
         "index": i, "s": s, "pic": pic,
         "device_rows": len(pic.rows),
         "device_plot": _figure_html(device_figure(pic, f"device-timeline-{i}"), f"device-timeline-{i}") if pic.rows else "",
         "gang_plot": _figure_html(gang_figure(pic), f"gangs-{i}") if pic.pods else "",
-        "holding": {w: sorted(v["devices"]) for w, v in sorted(gangs.items())},
+        "holding": dict(sorted(holding.items())),
         "events_json": _script_json(events),
         "kinds": sorted({str(e.get("kind")) for e in events}),
         "sources": sorted({str(e.get("source")) for e in events}),

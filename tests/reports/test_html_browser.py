@@ -50,12 +50,14 @@ def device_timeline(browser: Browser, index: int = 0) -> dict[str, Any]:
     return dict(value)
 
 
-def assert_two_partial_gangs_side_by_side(tl: dict[str, Any], devices: int) -> None:
+def assert_two_partial_gangs_side_by_side(tl: dict[str, Any], devices: int, holding: str) -> None:
     assert tl["drawnRows"] == devices and tl["declaredRows"] == devices, tl
     rows = {w: {b["row"] for b in tl["bars"] if b["workload"] == w} for w in ("gang-a", "gang-b")}
     assert rows["gang-a"] and rows["gang-b"], f"both gangs must hold devices: {rows}"
     assert not rows["gang-a"] & rows["gang-b"], "the gangs hold different devices"
     assert len(rows["gang-a"]) < devices and len(rows["gang-b"]) < devices, "each gang is partial"
+    for gang in ("gang-a", "gang-b"):
+        assert f"{gang}: " in holding and "(partial gang)" in holding.split(f"{gang}: ", 1)[1].splitlines()[0], holding
     # side by side: at some moment both gangs hold devices
     a = [(b["start"], b["end"]) for b in tl["bars"] if b["workload"] == "gang-a"]
     b = [(x["start"], x["end"]) for x in tl["bars"] if x["workload"] == "gang-b"]
@@ -66,7 +68,7 @@ def test_deadlock_report_shows_two_partial_gangs_in_the_browser(browser: Browser
     reports.render(deadlock_result(), tmp_path, ["json", "html"])
     open_report(browser, tmp_path / "report.html")
     tl = device_timeline(browser)
-    assert_two_partial_gangs_side_by_side(tl, devices=8)
+    assert_two_partial_gangs_side_by_side(tl, 8, browser.eval("document.querySelector('#scenario-0 .holding').innerText"))
     assert tl["overlaps"] == 0 and not any(b["outline"] > 1 for b in tl["bars"])  # nothing leaked, nothing doubled
     assert tl["violationShapes"] == 6  # the six devices the gang-atomic evidence names
     assert tl["chaosMarkers"] == 1
@@ -123,7 +125,7 @@ def test_library_deadlock_run_renders_two_partial_gangs(browser: Browser, tmp_pa
     assert code == 0, verdict["scenarios"][0].get("error")
     open_report(browser, out / "report.html")
     tl = device_timeline(browser)
-    assert_two_partial_gangs_side_by_side(tl, devices=8)
+    assert_two_partial_gangs_side_by_side(tl, 8, browser.eval("document.querySelector('#scenario-0 .holding').innerText"))
     assert tl["overlaps"] == 0
     browser.screenshot(tmp_path / "gang-deadlock-per-pod.png")
     assert browser.errors == []
