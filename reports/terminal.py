@@ -42,6 +42,8 @@ def invariant_mark(inv: InvariantResult) -> str:
 
 
 def _invariants(s: ScenarioResult) -> str:
+    if s.error is not None and all(inv.status == "not-checked" for inv in s.invariants.values()):
+        return "[dim]– none judged (see the error below)[/dim]"
     parts = []
     for name, inv in s.invariants.items():
         if inv.expected is None:

@@ -63,3 +63,17 @@ def test_a_kubeconfig_that_cannot_be_loaded_is_one_error_and_exit_2(tmp_path: Pa
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["exitCode"] == 2 and verdict["scenarios"][0]["errorKind"] == "HarnessError"
     assert f"report: {out / 'report.html'}" in captured.out
+
+
+def test_missing_binaries_exit_2_and_the_verdict_keeps_the_error_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = tmp_path / "report"
+    code = main(["run", str(ROOT / "scenarios" / "gang-deadlock-per-pod.yaml"), "--bin-dir", str(empty),
+                 "--report-dir", str(out), "--report", "terminal,json,junit"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "lacks executable" in err and "none judged" in err and "✗" not in err
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["scenarios"][0]["errorKind"] == "HarnessError" and verdict["exitCode"] == 2
+    assert 'type="HarnessError"' in (out / "junit.xml").read_text()
