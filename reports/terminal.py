@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -63,6 +64,10 @@ def _result_cell(s: ScenarioResult) -> str:
 
 def print_summary(result: RunResult, console: Console | None = None) -> None:
     console = console or _console()
+
+    def say(text: str, style: str | None = None) -> None:  # long lines stay whole, for copying
+        console.print(text, style=style, highlight=False, soft_wrap=True)
+
     if result.scenarios:
         table = Table(title="draguard verdict")
         for col in ("scenario", "result", "invariants", "steps", "seconds"):
@@ -82,30 +87,30 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
     for s in result.scenarios:
         if s.error is not None and s.exit_code == EXIT_USAGE:
             # An unusable input or environment: one clear error; nothing was judged.
-            console.print(f"[red]{s.name}: error: {s.error}[/red]", highlight=False)
+            say(f"[red]{s.name}: error: {escape(s.error)}[/red]")
             continue
         if not s.ok and s.source:
-            console.print(f"replay: draguard run {s.source} --seed {s.seed}", highlight=False)
+            say(f"replay: draguard run {s.source} --seed {s.seed}")
         if s.error:
-            console.print(f"[red]{s.name}: {s.error}[/red]", highlight=False)
+            say(f"[red]{s.name}: {escape(s.error)}[/red]")
         for name, inv in s.invariants.items():
             if inv.met and inv.expected == "violate":  # the incident reproduced: show its evidence
-                console.print(f"{s.name}: {name} violated, as this reproduction expects:", highlight=False)
+                say(f"{s.name}: {name} violated, as this reproduction expects:")
                 for v in inv.violations[:3]:
-                    console.print(f"    {v.message}", highlight=False)
+                    say(f"    {escape(v.message)}")
             if not inv.met and inv.status != "not-checked":
                 want = "hold" if inv.expected == "hold" else "be violated"
-                console.print(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]", highlight=False)
+                say(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]")
                 for v in inv.violations[:5]:
-                    console.print(f"    {v.message}", highlight=False)
+                    say(f"    {escape(v.message)}")
         unchecked = [n for n, inv in s.invariants.items() if inv.expected and inv.status == "not-checked"]
         if unchecked:
-            console.print(f"{s.name}: not checked: {', '.join(unchecked)}", style="dim", highlight=False)
+            say(f"{s.name}: not checked: {', '.join(unchecked)}", "dim")
     for c in result.checks:
         if c.status in ("failed", "error"):
-            console.print(f"[red]{c.id}: {c.status}: {c.reason}[/red]", highlight=False)
+            say(f"[red]{c.id}: {c.status}: {escape(c.reason)}[/red]")
             for e in c.evidence[:5]:
-                console.print(f"    {e.message}", highlight=False)
+                say(f"    {escape(e.message)}")
 
 
 @REPORTS.register("terminal", summary="the verdict table and the evidence of each failure, on stderr")
@@ -155,7 +160,7 @@ class RunProgress:
     def _line(self, message: str) -> None:
         elapsed = time.monotonic() - self._started
         prefix = f"{self._scenario}: " if self._scenario else ""
-        self._bars.console.print(f"[dim]{elapsed:6.1f}s[/dim] {prefix}{message}", highlight=False)
+        self._bars.console.print(f"[dim]{elapsed:6.1f}s[/dim] {escape(prefix + message)}", highlight=False, soft_wrap=True)
 
     def _finish_counted(self) -> None:
         for phase, (task, started) in self._counted.items():
