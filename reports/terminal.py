@@ -168,7 +168,8 @@ class RunProgress:
             took = max(time.monotonic() - started, 1e-6)
             total = int(t.total) if t.total is not None else int(t.completed)
             self._bars.remove_task(task)
-            self._line(f"{phase}: {total} in {took:.1f}s ({total / took:.1f}/s)")
+            rate = f" ({total / took:.1f}/s)" if took >= 0.5 else ""
+            self._line(f"{phase}: {total} in {took:.1f}s{rate}")
         self._counted.clear()
 
     def __call__(self, message: str) -> None:
