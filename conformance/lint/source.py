@@ -65,9 +65,8 @@ class Location:
 class TextOrigin:
     """Maps positions in a text parsed out of a file (a string literal's value) back into that file.
 
-    ``points[i]`` is the 0-based (line, column) in the file of the text's ``i``-th character; an
-    escape sequence's characters all map to the escape, a substitution's placeholder to the
-    substitution.
+    ``points[i]`` is the 0-based (line, column) in the file of the text's ``i``-th character, and
+    ``points[len(text)]`` that of its end; an escape sequence's characters all map to the escape.
     """
 
     def __init__(self, text: str, points: Sequence[tuple[int, int]]) -> None:

@@ -150,7 +150,7 @@ def _walk(root: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
 
 @dataclass
 class StringValue:
-    """A decoded string literal and the file position of each of its characters."""
+    """A decoded string literal and the file position of each of its characters (and of its end)."""
 
     node: tree_sitter.Node
     value: str
@@ -169,7 +169,7 @@ def _decode_escape(text: str) -> str:
 
 def decode_string(grammar: Grammar, src: SourceText, node: tree_sitter.Node) -> StringValue:
     """The value of a string literal: the text between its delimiters, escapes decoded, each
-    substitution (``${x}``, ``{x}``) replaced by the placeholder ``x``."""
+    substitution (``${x}``, ``{x}``) replaced by its :func:`placeholder`."""
     children = node.children
     if len(children) >= 2 and children[0].type in _DELIMITERS and children[-1].type in _DELIMITERS:
         start, end = children[0].end_byte, children[-1].start_byte
@@ -204,23 +204,41 @@ def decode_string(grammar: Grammar, src: SourceText, node: tree_sitter.Node) -> 
     for special in specials:
         add_raw(pos, special.start_byte)
         if special.type in grammar.substitutions:
-            piece = "x"
-        elif special.type == "escape_interpolation":  # Python f"{{": a literal brace
-            piece = src.slice(special)[:1]
+            # the substitution as written, made one YAML-safe word (``${name}`` -> ``__name_``), each
+            # character at its own place
+            text = src.slice(special)
+            piece = placeholder(text)
+            line, col = src.point(special.start_byte)
+            for ch in text:
+                out.points.append((line, col))
+                line, col = (line + 1, 0) if ch == "\n" else (line, col + 1)
         else:
-            piece = _decode_escape(src.slice(special))
+            if special.type == "escape_interpolation":  # Python f"{{": a literal brace
+                piece = src.slice(special)[:1]
+            else:
+                piece = _decode_escape(src.slice(special))
+            out.points.extend([src.point(special.start_byte)] * len(piece))
         parts.append(piece)
-        out.points.extend([src.point(special.start_byte)] * len(piece))
         pos = special.end_byte
     add_raw(pos, end)
+    out.points.append(src.point(end))  # the end of the text: the closing delimiter
     out.value = "".join(parts)
     return out
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._]")
+
+
+def placeholder(text: str) -> str:
+    """``text`` (a substitution, a template action) as one word of the same length that YAML reads as
+    a plain scalar: ``{{ .Name }}`` -> ``___.Name___``."""
+    return _UNSAFE.sub("_", text)
+
+
 def blank_template_actions(text: str) -> str:
     """Go-template and Jinja actions (``{{ .Name }}``, ``{% if %}``) turned into YAML that parses,
-    keeping every other character where it was: an action alone on its line becomes blanks, one
-    inside a line becomes the placeholder ``x`` padded with blanks."""
+    keeping every other character where it was: an action alone on its line, and every ``{% %}`` or
+    ``{# #}``, becomes blanks; an expression inside a line becomes its :func:`placeholder`."""
 
     def replace(match: re.Match[str]) -> str:
         body = match.group(0)
@@ -228,10 +246,9 @@ def blank_template_actions(text: str) -> str:
         line_end = text.find("\n", match.end())
         line_end = len(text) if line_end < 0 else line_end
         alone = not (text[line_start : match.start()].strip() or text[match.end() : line_end].strip())
-        blanked = "".join("\n" if ch == "\n" else " " for ch in body)
-        if alone or body.startswith(("{%", "{#")):
-            return blanked
-        return "x" + blanked[1:]
+        if alone or body.startswith(("{%", "{#")) or "\n" in body:
+            return "".join("\n" if ch == "\n" else " " for ch in body)
+        return placeholder(body)
 
     return _ACTION.sub(replace, text)
 

@@ -29,6 +29,7 @@ __all__ = ["GO"]
 # k8s.io/api/resource/<v>, k8s.io/client-go/{kubernetes/typed,listers,informers,applyconfigurations}/resource/<v>
 _IMPORT = re.compile(r"k8s\.io/(?:api|client-go(?:/[\w.-]+)+)/resource/(v[0-9a-z]+)")
 _KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceSlice", "DeviceTaintRule"})
+_KIND_SUFFIXES = ("", "List", "Spec", "Status", "s", "Interface", "Lister", "Informer", "ApplyConfiguration")
 
 
 def _extra(root: tree_sitter.Node, src: SourceText, code: CodeFile) -> None:
@@ -52,7 +53,7 @@ def _extra(root: tree_sitter.Node, src: SourceText, code: CodeFile) -> None:
             if package is not None and member is not None:
                 text = src.slice(member)
                 for kind in _KINDS:
-                    if text == kind or text.startswith(kind) and text[len(kind) :] in ("List", "Spec", "s"):
+                    if text.startswith(kind) and text[len(kind) :] in _KIND_SUFFIXES:
                         used.setdefault(src.slice(package), set()).add(kind)
         elif node.type in ("const_spec", "var_spec"):
             typ = node.child_by_field_name("type")
