@@ -33,7 +33,7 @@ _KIND_SUFFIXES = ("", "List", "Spec", "Status", "s", "Interface", "Lister", "Inf
 
 
 def _extra(root: tree_sitter.Node, src: SourceText, code: CodeFile) -> None:
-    imports: dict[str, tuple[str, tree_sitter.Node]] = {}
+    imports: dict[str, tuple[str, tree_sitter.Node]] = {}  # alias -> (version, the path literal)
     used: dict[str, set[str]] = {}
     know = knowledge()
     for node in _walk(root):
@@ -48,13 +48,13 @@ def _extra(root: tree_sitter.Node, src: SourceText, code: CodeFile) -> None:
                 name = src.slice(alias) if alias is not None else value.rsplit("/", 1)[-1]
                 imports[name] = (match[1], path)
         elif node.type in ("qualified_type", "selector_expression"):
-            package = node.child_by_field_name("package") or node.child_by_field_name("operand")
+            qualifier = node.child_by_field_name("package") or node.child_by_field_name("operand")
             member = node.child_by_field_name("name") or node.child_by_field_name("field")
-            if package is not None and member is not None:
+            if qualifier is not None and member is not None:
                 text = src.slice(member)
                 for kind in _KINDS:
                     if text.startswith(kind) and text[len(kind) :] in _KIND_SUFFIXES:
-                        used.setdefault(src.slice(package), set()).add(kind)
+                        used.setdefault(src.slice(qualifier), set()).add(kind)
         elif node.type in ("const_spec", "var_spec"):
             typ = node.child_by_field_name("type")
             values = node.child_by_field_name("value")
@@ -71,9 +71,9 @@ def _extra(root: tree_sitter.Node, src: SourceText, code: CodeFile) -> None:
                             name, None, src.at(literal), f"a {src.slice(typ)} constant", literal.start_byte, literal.end_byte
                         )
                     )
-    for alias, (version, path) in imports.items():
-        kinds = tuple(sorted(used.get(alias, ())))
-        code.versions.append(VersionUse(version, kinds, src.at(path), f"import {src.slice(path)}"))
+    for package, (version, path_node) in imports.items():
+        kinds = tuple(sorted(used.get(package, set())))
+        code.versions.append(VersionUse(version, kinds, src.at(path_node), f"import {src.slice(path_node)}"))
 
 
 GO = Grammar(
