@@ -134,7 +134,10 @@ def suggested_attribute(info: DriverInfo | None, domain: str, name: str) -> tupl
     found = _published_domain_attribute(info, _ANY)
     if found:
         return found, f" (published by {info.name})"
-    return STANDARD_PCIE_ROOT, f" ({info.name} publishes no domain attribute known to draguard; check its ResourceSlices)"
+    return (
+        f"{info.name}/<domain attribute>",
+        f" ({info.name} publishes no domain attribute known to draguard: look for one in its ResourceSlices)",
+    )
 
 
 @rule(
