@@ -160,6 +160,25 @@ def test_positions_in_a_python_string_with_escapes_before_the_finding(tmp_path: 
     assert "ResourceClaim été request g" in named.message  # the escapes were decoded
 
 
+ONE_LINE_JSON = {
+    # a one-line JSON manifest, escapes before the value the finding points at; the expected column
+    # is that of the value's opening quote as written (an escaped quote: its backslash)
+    "go": ('var c = "{\\"kind\\":\\t\\"DeviceClass\\", \\"apiVersion\\": \\"resource.k8s.io/v1alpha3\\"}"\n', '\\"resource.k8s'),
+    "ts": ("export const c = '{\"kind\":\\t\"DeviceClass\", \"apiVersion\": \"resource.k8s.io/v1alpha3\"}';\n", '"resource.k8s'),
+    "py": ('C = "{\\"kind\\":\\t\\"DeviceClass\\", \\"apiVersion\\": \\"resource.k8s.io/v1alpha3\\"}"\n', '\\"resource.k8s'),
+}
+
+
+@pytest.mark.parametrize("suffix", sorted(ONE_LINE_JSON))
+def test_a_finding_inside_a_one_line_string_points_at_its_column_in_the_source(suffix: str, tmp_path: Path) -> None:
+    text, anchor = ONE_LINE_JSON[suffix]
+    source = tmp_path / f"class.{suffix}"
+    source.write_text(("package x\n\n" if suffix == "go" else "\n\n") + text)
+    (finding,) = lint([source]).findings
+    assert finding.rule == "dra-api-removed"
+    assert (finding.line, finding.column) == (3, text.index(anchor) + 1)
+
+
 def test_positions_count_characters_not_bytes(tmp_path: Path) -> None:
     source = tmp_path / "pod.ts"
     source.write_text('const é = "ü"; const p = {limits: {"nvidia.com/gpu": 2}};\n')
