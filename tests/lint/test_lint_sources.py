@@ -179,6 +179,13 @@ def test_a_finding_inside_a_one_line_string_points_at_its_column_in_the_source(s
     assert (finding.line, finding.column) == (3, text.index(anchor) + 1)
 
 
+def test_a_python_docstring_is_documentation_and_a_string_value_is_not(tmp_path: Path) -> None:
+    manifest = "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceClass\nmetadata: {name: x}\n"
+    source = tmp_path / "op.py"
+    source.write_text(f'"""Example:\n\n{manifest}"""\n\n\ndef f():\n    """{manifest}"""\n    return """{manifest}"""\n')
+    assert [(f.rule, f.line) for f in lint([source]).findings] == [("dra-api-removed", 14)]
+
+
 def test_positions_count_characters_not_bytes(tmp_path: Path) -> None:
     source = tmp_path / "pod.ts"
     source.write_text('const é = "ü"; const p = {limits: {"nvidia.com/gpu": 2}};\n')

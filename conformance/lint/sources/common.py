@@ -73,6 +73,8 @@ class Grammar:
     """Nodes that only wrap an expression (Go literal_element, parentheses, casts)."""
     raw_string: Callable[[tree_sitter.Node], bool] = lambda node: False
     """Whether a string literal's escapes are literal text (Python r"...")."""
+    is_doc: Callable[[tree_sitter.Node], bool] = lambda node: False
+    """Whether a string literal is documentation (a Python docstring): not searched for manifests."""
     extra: Callable[[tree_sitter.Node, SourceText, CodeFile], None] | None = None
     """Language-specific findings, run after the shared walk."""
 
@@ -403,7 +405,7 @@ def analyse(grammar: Grammar, src: SourceText, root: tree_sitter.Node) -> CodeFi
                     )
         elif node.type in grammar.calls:
             _resource_name_call(grammar, src, node, code)
-        elif node.type in grammar.strings and (node.parent is None or node.parent.type not in grammar.strings):
+        elif node.type in grammar.strings and not grammar.is_doc(node):
             _string(grammar, src, node, code)
     if grammar.extra is not None:
         grammar.extra(root, src, code)

@@ -4,7 +4,7 @@ the tree-sitter Python grammar.
 The shared walk covers dict literals (``{"limits": {"nvidia.com/gpu": 1}}``), the kubernetes client's
 keyword arguments (``V1ResourceRequirements(limits={...})``, ``V1PodSpec(resource_claims=[...])``)
 and triple-quoted strings holding YAML; f-string substitutions read as a placeholder and raw strings
-keep their backslashes.
+keep their backslashes. Docstrings are documentation: a manifest shown in one is not linted.
 
 Users: :mod:`.` (the source reader).
 """
@@ -24,6 +24,15 @@ def _raw(node: tree_sitter.Node) -> bool:
     return start is not None and start.type == "string_start" and "r" in (start.text or b"").decode().lower()
 
 
+def _docstring(node: tree_sitter.Node) -> bool:
+    """The first statement of a module, class or function body, when it is a lone string."""
+    statement = node.parent
+    if statement is None or statement.type != "expression_statement" or statement.named_child_count != 1:
+        return False
+    body = statement.parent
+    return body is not None and body.type in ("module", "block") and body.named_children[0] == statement
+
+
 PYTHON = Grammar(
     name="Python",
     language=tree_sitter.Language(tree_sitter_python.language()),
@@ -35,4 +44,5 @@ PYTHON = Grammar(
     numbers=frozenset({"integer", "float"}),
     wrappers=frozenset({"parenthesized_expression"}),
     raw_string=_raw,
+    is_doc=_docstring,
 )
