@@ -50,6 +50,12 @@ QUANTITY_CALLS = {
     "Quantity": Fraction(1),
 }
 _DRA_VERSION = re.compile(r"resource\.k8s\.io/(v[0-9a-z]+)")
+# The generated kubernetes clients (Python `kubernetes`, TypeScript `@kubernetes/client-node`) name a
+# version's models and API class after it: V1beta1ResourceClaim, ResourceV1beta1Api.
+_CLIENT_TYPE = re.compile(
+    r"V(1(?:alpha|beta)\d+)(ResourceClaim|ResourceClaimTemplate|DeviceClass|ResourceSlice|DeviceTaintRule)"
+    r"|ResourceV(1(?:alpha|beta)\d+)Api"
+)
 _MANIFEST = re.compile(r"""(?:^|[\s{,])["']?apiVersion["']?\s*:""")
 _KIND = re.compile(r"""(?:^|[\s{,])["']?kind["']?\s*:""")
 _DELIMITERS = frozenset({'"', "'", "`", "string_start", "string_end"})
@@ -73,6 +79,8 @@ class Grammar:
     """Nodes that only wrap an expression (Go literal_element, parentheses, casts)."""
     raw_string: Callable[[tree_sitter.Node], bool] = lambda node: False
     """Whether a string literal's escapes are literal text (Python r"...")."""
+    names: frozenset[str] = frozenset()
+    """Identifier node types that may name a Kubernetes client type (``V1beta1ResourceClaim``)."""
     is_doc: Callable[[tree_sitter.Node], bool] = lambda node: False
     """Whether a string literal is documentation (a Python docstring): not searched for manifests."""
     extra: Callable[[tree_sitter.Node, SourceText, CodeFile], None] | None = None
@@ -379,6 +387,7 @@ def analyse(grammar: Grammar, src: SourceText, root: tree_sitter.Node) -> CodeFi
     know = knowledge()
     code = CodeFile(src.display, grammar.name)
     claim_holders: list[tuple[tree_sitter.Node, tree_sitter.Node]] = []
+    seen_types: set[str] = set()
     for node in _walk(root):
         if node.type in grammar.entries:
             key = entry_key(grammar, src, node)
@@ -407,6 +416,8 @@ def analyse(grammar: Grammar, src: SourceText, root: tree_sitter.Node) -> CodeFi
             _resource_name_call(grammar, src, node, code)
         elif node.type in grammar.strings and not grammar.is_doc(node):
             _string(grammar, src, node, code)
+        elif node.type in grammar.names:
+            _client_type(src, node, code, seen_types)
     if grammar.extra is not None:
         grammar.extra(root, src, code)
     for container, key_node in claim_holders:
@@ -438,6 +449,18 @@ def _resource_name_call(grammar: Grammar, src: SourceText, call: tree_sitter.Nod
     code.resource_uses.append(
         ResourceUse(value, quantity, src.at(arg), f"{name[1]}(...)", call.start_byte, call.end_byte)
     )
+
+
+def _client_type(src: SourceText, node: tree_sitter.Node, code: CodeFile, seen: set[str]) -> None:
+    """A generated client type named after a resource.k8s.io version, at its first use in the file."""
+    name = src.slice(node)
+    match = _CLIENT_TYPE.fullmatch(name)
+    if match is None or name in seen:
+        return
+    seen.add(name)
+    version = "v" + (match[1] or match[3])
+    kinds = (match[2],) if match[2] else ()
+    code.versions.append(VersionUse(version, kinds, src.at(node), f"the client type {name}"))
 
 
 def _sibling_kind(grammar: Grammar, src: SourceText, string: tree_sitter.Node) -> str | None:

@@ -43,6 +43,7 @@ PYTHON = Grammar(
     calls=frozenset({"call"}),
     numbers=frozenset({"integer", "float"}),
     wrappers=frozenset({"parenthesized_expression"}),
+    names=frozenset({"identifier"}),
     raw_string=_raw,
     is_doc=_docstring,
 )

@@ -28,6 +28,7 @@ def _grammar(language: object) -> Grammar:
         entries=frozenset({"pair"}),
         calls=frozenset({"call_expression", "new_expression"}),
         numbers=frozenset({"number"}),
+        names=frozenset({"identifier", "property_identifier", "type_identifier"}),
         wrappers=frozenset({"parenthesized_expression", "as_expression", "satisfies_expression", "non_null_expression"}),
     )
 

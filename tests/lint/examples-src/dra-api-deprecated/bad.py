@@ -1,8 +1,7 @@
-"""The kubernetes client's typed model, given a deprecated group/version."""
-from kubernetes import client
+"""A claim for the dynamic client, given a deprecated group/version."""
 
-claim = client.V1beta1ResourceClaim(
-    api_version="resource.k8s.io/v1beta1",  # expect
-    kind="ResourceClaim",
-    metadata=client.V1ObjectMeta(name="gpus"),
-)
+CLAIM = {
+    "apiVersion": "resource.k8s.io/v1beta1",  # expect
+    "kind": "ResourceClaim",
+    "metadata": {"name": "gpus"},
+}
