@@ -39,6 +39,9 @@ __all__ = ["Location", "Document", "NotChecked", "Sources", "LintInputError", "l
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files a folder walk picks up; a file named on the command line is read whatever its name."""
 
+SKIPPED_FOLDERS = frozenset({"node_modules", "vendor", "__pycache__"})
+"""Dependencies and caches a folder walk does not enter (a project's own code is what is linted)."""
+
 HELM_TIMEOUT_S = 120
 
 
@@ -187,7 +190,8 @@ def _yaml() -> YAML:
 
 
 def _walk(folder: Path) -> Iterator[Path]:
-    """Manifest files and chart folders under ``folder``, sorted, hidden folders skipped."""
+    """Manifest, source and template files and chart folders under ``folder``, sorted; hidden folders
+    and :data:`SKIPPED_FOLDERS` skipped."""
     if (folder / "Chart.yaml").is_file():
         yield folder
         return
@@ -196,7 +200,7 @@ def _walk(folder: Path) -> Iterator[Path]:
     except OSError as exc:
         raise LintInputError([f"{folder}: cannot read the folder: {exc.strerror or exc}"]) from exc
     for entry in entries:
-        if entry.name.startswith("."):
+        if entry.name.startswith(".") or (entry.name in SKIPPED_FOLDERS and entry.is_dir()):
             continue
         if entry.is_dir():
             yield from _walk(entry)

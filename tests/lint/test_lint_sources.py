@@ -260,6 +260,9 @@ def test_folders_are_walked_for_sources_and_templates(tmp_path: Path) -> None:
     for name in ("a.go", "b.ts", "c.tsx", "d.py", "e.yaml.tmpl", "f.yaml.j2"):
         (tmp_path / name).write_text("" if not name.endswith((".tmpl", ".j2")) else "apiVersion: v1\nkind: Pod\n")
     (tmp_path / "g.rs").write_text("fn main() {}\n")
+    for dependencies in ("node_modules/lib", "vendor/k8s.io/api", "__pycache__"):
+        (tmp_path / dependencies).mkdir(parents=True)
+        (tmp_path / dependencies / "dep.ts").write_text('const l = {limits: {"nvidia.com/gpu": 8}};\n')
     (tmp_path / "h.tmpl").write_text("{{ not a manifest }}\n")
     report = lint([tmp_path])
     assert sorted(Path(f).name for f in report.files) == ["a.go", "b.ts", "c.tsx", "d.py", "e.yaml.tmpl", "f.yaml.j2"]
