@@ -127,9 +127,10 @@ def suggested_attribute(info: DriverInfo | None, domain: str, name: str) -> tupl
                 return found, f" (published by {info.name})"
             fallback = _published_domain_attribute(info, _ANY)
             if fallback:
+                family = "NVLink" if words[0] == "nvlink" else words[0].upper()
                 return fallback, (
-                    f" ({info.name} publishes no {words[0].upper() if words[0] != 'nvlink' else 'NVLink'} domain "
-                    f"attribute; {fallback} is the shared domain it does publish)"
+                    f" ({info.name} publishes no {family} domain attribute; {fallback} is a domain it does "
+                    "publish, and may be narrower: fewer devices share one)"
                 )
     found = _published_domain_attribute(info, _ANY)
     if found:
