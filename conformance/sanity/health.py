@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
+from draguard.harness.errors import HarnessError
 from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, DeviceHealthReport, PluginCallError, choose_health
 
 from .suite import CheckFailed, SanityContext, Skip, expect, sanity_check
@@ -70,6 +71,8 @@ def published_devices(ctx: SanityContext) -> None:
     first = _first(ctx, service)
     if isinstance(first, str):
         raise Skip(f"no health message to judge: {first}")
+    if ctx.setup_error or ctx.kube is None:
+        raise HarnessError(f"the driver's ResourceSlices could not be read: {ctx.setup_error}")
     published = set(ctx.node_devices())
     unknown = sorted({(d.pool_name, d.device_name) for d in first} - published)
     expect(not unknown, f"the health stream reports devices the driver does not publish: {unknown}",
