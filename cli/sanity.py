@@ -57,12 +57,14 @@ def _line(check: CheckResult) -> str:
               help="seconds a call may wait while another call of the driver is slow")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("sanity-report"),
               show_default=True, help="Directory for verdict.json (written after every check).")
+@click.option("--trace/--no-trace", default=True, show_default=True,
+              help="Send the calls through the interposer and record each in <out>/grpc-calls.jsonl.")
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, rule, source) and exit.")
 def command(
     registration_socket: Path, plugin_socket: Path | None, kubeconfig: Path, context: str | None, driver_name: str,
     node: str | None, cdi_dir: Path | None, restart_command: str | None, fake_driver_root: Path | None,
     select: tuple[str, ...], call_timeout: float, check_timeout: float, blocking_bound: float, out: Path,
-    list_only: bool,
+    trace: bool, list_only: bool,
 ) -> int:
     """Check a DRA kubelet plugin's gRPC contract the way the kubelet calls it."""
     entries = sanity_checks(select)
@@ -77,6 +79,7 @@ def command(
         plugin_socket=plugin_socket.absolute() if plugin_socket else None, node=node,
         cdi_dir=cdi_dir.absolute() if cdi_dir else None, context=context, call_timeout=call_timeout,
         check_timeout=check_timeout, blocking_bound=blocking_bound, select=select,
+        trace=(out / "grpc-calls.jsonl").absolute() if trace else None,
     )
     hooks: object = None
     restart = CommandHooks(restart_command) if restart_command else None
@@ -102,6 +105,7 @@ def command(
         f"draguard sanity: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
         f"{counts['error']} error(s); {verdict}"
     )
-    if result.environment.get("setupError"):
-        click.echo(f"draguard sanity: setup: {result.environment['setupError']}", err=True)
+    for key in ("setupError", "traceError"):
+        if result.environment.get(key):
+            click.echo(f"draguard sanity: {result.environment[key]}", err=True)
     return exit_code(result)

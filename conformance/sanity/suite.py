@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import logging
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -90,6 +92,8 @@ class SanityConfig:
     idempotent_count: int = 3
     select: tuple[str, ...] = ()
     """Check id globs to run (all when empty)."""
+    trace: Path | None = None
+    """Route the suite's calls through the interposer and record each one to this JSON-lines file."""
 
 
 class DriverHooks(Protocol):
@@ -199,6 +203,9 @@ class SanityContext:
     hooks: Any = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     setup_error: str = ""
+    trace_error: str = ""
+    proxy_sockets: tuple[Path, Path] | None = None
+    """(registration, DRA) sockets of the interposer the calls go through, when tracing."""
     _made: list[_Made] = field(default_factory=list)
     _clients: dict[str, PluginClient] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -226,9 +233,8 @@ class SanityContext:
         with self._lock:
             c = self._clients.get(version)
             if c is None:
-                c = PluginClient(
-                    self.dra_socket, self.config.registration_socket, version, self.config.call_timeout, self.config.driver
-                )
+                reg, dra = self.proxy_sockets or (self.config.registration_socket, self.dra_socket)
+                c = PluginClient(dra, reg, version, self.config.call_timeout, self.config.driver)
                 self._clients[version] = c
             return c
 
@@ -450,10 +456,34 @@ def open_context(config: SanityConfig, hooks: Any = None) -> Iterator[SanityCont
         setup_error = f"{type(exc).__name__}: {exc}"
         namespace = None
     ctx = SanityContext(config, kube, namespace, info, info_error, node, slices, hooks, run_id, setup_error)
+    with contextlib.ExitStack() as stack:
+        if config.trace is not None and info is not None:
+            try:
+                ctx.proxy_sockets = stack.enter_context(_interposed(config, node or "node", run_id))
+            except (UsageError, HarnessError, OSError, RuntimeError) as exc:  # calls go direct, untraced
+                ctx.trace_error = f"the interposer could not be started, calls are not traced: {exc}"
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@contextlib.contextmanager
+def _interposed(config: SanityConfig, node: str, run_id: str) -> Iterator[tuple[Path, Path]]:
+    """The interposer in front of the driver's registration socket; its (registration, DRA) sockets."""
+    from draguard.harness.proxy import CallRecorder, FaultSet, PluginProxy
+
+    assert config.trace is not None
+    base = Path(tempfile.mkdtemp(prefix="dgt", dir="/tmp"))  # short: unix socket paths are limited
+    recorder = CallRecorder(base, config.trace, run_id)
+    proxy = PluginProxy(node, config.registration_socket, base, FaultSet(), recorder)
     try:
-        yield ctx
+        proxy.start()
+        yield proxy.registration_socket, proxy.dra_socket
     finally:
-        ctx.close()
+        proxy.stop()
+        recorder.close()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def run_check(ctx: SanityContext, entry: Entry[Any]) -> CheckResult:
@@ -516,6 +546,8 @@ def run_sanity(
             "setupError": ctx.setup_error or None,
             "registrationError": ctx.info_error or None,
             "hooks": type(hooks).__name__ if hooks is not None else None,
+            "trace": str(config.trace) if ctx.proxy_sockets and config.trace else None,
+            "traceError": ctx.trace_error or None,
         }
         if ctx.kube is not None:
             try:

@@ -114,3 +114,18 @@ def test_a_health_stream_served_but_not_advertised_fails_the_advertised_check(
     (check,) = [c for c in result.checks if c.id == "sanity.health.advertised"]
     assert check.status == "failed"
     assert "v1.DRAResourceHealth" in check.reason and "v1alpha1.DRAResourceHealth" in check.reason
+
+
+def test_with_trace_every_call_goes_through_the_interposer_and_is_recorded(
+    root: Path, kubeconfig: Path, fake_server: PluginServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["sanity", "--registration-socket", str(fake_server.registration_socket), "--kubeconfig",
+                 str(kubeconfig), "--driver", DEFAULT_DRIVER, "--node", NODE, "--out", str(root / "out"),
+                 "--check", "sanity.registration.*", "--check", "sanity.*.empty-request"])
+    assert code == 0, capsys.readouterr()
+    calls = [json.loads(line) for line in (root / "out" / "grpc-calls.jsonl").read_text().splitlines()]
+    methods = {c["method"] for c in calls}
+    assert {"NodePrepareResources", "NodeUnprepareResources", "NotifyRegistrationStatus"} <= methods
+    assert all(c["status"] == "OK" for c in calls)
+    verdict = json.loads((root / "out" / "verdict.json").read_text())
+    assert verdict["environment"]["trace"] and verdict["ok"] is True
