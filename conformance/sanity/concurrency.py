@@ -70,8 +70,7 @@ def one_claim(ctx: SanityContext) -> None:
     source=GUARDRAIL,
 )
 def many_claims(ctx: SanityContext) -> None:
-    ctx.devices(2)  # skips on a node with fewer
-    devices = ctx.node_devices()[:8]
+    devices = ctx.devices(min(8, max(2, len(ctx.node_devices()) // 4)))
     claims = [ctx.claim([d]) for d in devices]
     with ThreadPoolExecutor(len(claims)) as pool:
         prepared = list(pool.map(lambda c: ctx.prepare(c).get(c.uid), claims))

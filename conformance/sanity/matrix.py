@@ -51,7 +51,7 @@ def run_matrix(
     node: str,
     mutants: Sequence[str] | None = None,
     driver: str = DEFAULT_DRIVER,
-    devices: int = 4,
+    devices: int = 48,
     on_mode: Callable[[str, RunResult], None] | None = None,
 ) -> dict[str, RunResult]:
     """Run the suite against the fake driver in each mode; the node object must exist."""

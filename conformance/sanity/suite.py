@@ -210,6 +210,7 @@ class SanityContext:
     _clients: dict[str, PluginClient] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
+    _cursor: int = 0
 
     # -- the plugin ------------------------------------------------------------------------------
     @property
@@ -272,13 +273,21 @@ class SanityContext:
         return out
 
     def devices(self, n: int) -> list[tuple[str, str]]:
-        """The first ``n`` published devices; skips the check when the node has fewer."""
+        """``n`` published devices, the ones no earlier check used if there are enough; skips with fewer.
+
+        Each check gets fresh devices while the node has them, so a device one check leaves held
+        (a leak it detected) does not fail the checks after it for the same reason.
+        """
         if self.kube is None or self.namespace is None:
             raise HarnessError(f"cannot create ResourceClaims: {self.setup_error}")
         have = self.node_devices()
         if len(have) < n:
             raise Skip(f"needs {n} devices of {self.config.driver} on node {self.node}; its ResourceSlices publish {len(have)}")
-        return have[:n]
+        with self._lock:
+            if self._cursor + n > len(have):
+                self._cursor = 0
+            start, self._cursor = self._cursor, self._cursor + n
+        return have[start:start + n]
 
     # -- claims ----------------------------------------------------------------------------------
     def claim(
