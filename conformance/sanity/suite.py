@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -211,6 +212,9 @@ class SanityContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _seq: int = 0
     _cursor: int = 0
+    _hook_thread: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="sanity-hooks")
+    )
 
     # -- the plugin ------------------------------------------------------------------------------
     @property
@@ -350,7 +354,7 @@ class SanityContext:
         problems: list[str] = []
         if self.hooks is not None:
             try:
-                self.hooks.clear()
+                self._hook_thread.submit(self.hooks.clear).result()
             except NotImplementedError:
                 pass
             except Exception as exc:
@@ -370,12 +374,21 @@ class SanityContext:
         return problems
 
     def hook(self, name: str) -> Callable[..., None]:
-        """The hook ``name``, or skip the check saying which hook it needs."""
+        """The hook ``name``, or skip the check saying which hook it needs.
+
+        Hooks run on one thread that lives as long as the suite: a driver process a ``restart``
+        hook starts may be tied to the thread that started it (``PR_SET_PDEATHSIG`` fires when
+        that *thread* ends), and each check runs on a thread of its own.
+        """
         fn = getattr(self.hooks, name, None) if self.hooks is not None else None
         if fn is None:
             raise Skip(f"needs the {name!r} hook (the suite cannot do this to an arbitrary driver); "
                        f"{'no hooks were given' if self.hooks is None else 'the given hooks lack it'}")
-        return fn  # type: ignore[no-any-return]
+
+        def on_hook_thread(*args: Any) -> None:
+            self._hook_thread.submit(fn, *args).result()
+
+        return on_hook_thread
 
     def call_hook(self, name: str, *args: Any) -> None:
         try:
@@ -403,6 +416,7 @@ class SanityContext:
         raise CheckFailed(f"the driver did not answer again within {timeout:.0f}s of its restart: {last}")
 
     def close(self) -> None:
+        self._hook_thread.shutdown(wait=False)
         for c in self._clients.values():
             c.close()
         if self.kube is not None and self.namespace is not None:

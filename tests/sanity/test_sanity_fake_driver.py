@@ -72,3 +72,36 @@ def test_the_matrix_in_the_docs_is_what_the_suite_does(matrix: dict[str, RunResu
     current = DOCS.read_text() if DOCS.exists() else ""
     diff = "".join(difflib.unified_diff(current.splitlines(True), page.splitlines(True), str(DOCS), "generated"))
     assert current == page, f"docs/sanity-matrix.md is stale (DRAGUARD_REGEN=1 rewrites it):\n{diff}"
+
+
+@pytest.mark.parametrize(("mutant", "code"), [(None, 0), ("incomplete-cdi", 1)])
+def test_the_cli_exits_0_on_the_correct_driver_and_1_on_a_mutant_and_writes_the_verdict(
+    draguard_cluster: Any, node: str, mutant: str | None, code: int, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+    import shutil
+    import tempfile
+
+    from draguard.cli.main import main
+    from draguard.harness.driver.process import FakeDriverProcess
+    from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+
+    root = Path(tempfile.mkdtemp(prefix="dgc", dir="/tmp"))
+    proc = FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root, devices=4, mutant=mutant, reset_ms=1)
+    try:
+        proc.start()
+        dirs = NodeDirs(root, node)
+        got = main(["sanity", "--registration-socket", str(dirs.registration_socket(DEFAULT_DRIVER)),
+                    "--kubeconfig", str(draguard_cluster.kubeconfig), "--driver", DEFAULT_DRIVER, "--node", node,
+                    "--cdi-dir", str(dirs.cdi), "--check", "sanity.cdi.*", "--check", "sanity.registration.*",
+                    "--out", str(tmp_path)])
+    finally:
+        proc.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    out = capsys.readouterr().out
+    assert got == code, out
+    verdict = json.loads((tmp_path / "verdict.json").read_text())
+    statuses = {c["id"]: c["status"] for c in verdict["checks"]}
+    assert statuses["sanity.cdi.ids-resolve"] == ("passed" if mutant is None else "failed")
+    assert verdict["environment"]["trace"] and (tmp_path / "grpc-calls.jsonl").read_text()

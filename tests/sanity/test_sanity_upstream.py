@@ -89,7 +89,7 @@ def test_the_upstream_test_driver_fails_exactly_the_documented_findings(
     result = run_sanity(config, _Restart(upstream))
     report = {c.id: (c.status, c.reason) for c in result.checks}
     failed = {i for i, (s, _) in report.items() if s in ("failed", "error")}
-    assert failed == set(FINDINGS), {i: report[i] for i in failed ^ set(FINDINGS)}
+    assert failed == set(FINDINGS), ({i: report[i] for i in failed ^ set(FINDINGS)}, upstream.log_tail(40))
     passed = {i for i, (s, _) in report.items() if s == "passed"}
     assert "sanity.unprepare.unknown-claim" in passed and "sanity.prepare.idempotent" in passed
     docs = (Path(__file__).resolve().parents[2] / "docs" / "sanity.md").read_text()
