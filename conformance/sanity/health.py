@@ -73,6 +73,8 @@ def published_devices(ctx: SanityContext) -> None:
         raise Skip(f"no health message to judge: {first}")
     if ctx.setup_error or ctx.kube is None:
         raise HarnessError(f"the driver's ResourceSlices could not be read: {ctx.setup_error}")
+    if not first:
+        raise Skip("the first health message reports no device: nothing to judge")
     published = set(ctx.node_devices())
     unknown = sorted({(d.pool_name, d.device_name) for d in first} - published)
     expect(not unknown, f"the health stream reports devices the driver does not publish: {unknown}",
