@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from draguard.harness.errors import ContractViolation, HarnessError, UsageError
+from draguard.harness.errors import ContractViolation, DefinitionError, HarnessError, UsageError
 from draguard.harness.grpcapi.plugin import (
     ClaimRef,
     ClaimResult,
@@ -163,9 +163,9 @@ def sanity_check(
     methods it uses (listed in the docs; a missing one makes it skip).
     """
     if not check_id.startswith(PREFIX):
-        raise UsageError(f"sanity check id {check_id!r} must start with {PREFIX!r}")
+        raise DefinitionError(f"sanity check id {check_id!r} must start with {PREFIX!r}")
     if not source.strip():
-        raise UsageError(f"sanity check {check_id!r}: say where its rule comes from (source=...)")
+        raise DefinitionError(f"sanity check {check_id!r}: say where its rule comes from (source=...)")
     area = check_id.split(".")[1]
     return CHECKS.register(check_id, summary=rule, source=source, aimed_at=tuple(aimed_at), needs=tuple(needs), area=area)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from draguard.conformance.sanity import AREAS, sanity_check, sanity_checks
-from draguard.harness.errors import DefinitionError, UsageError
+from draguard.harness.errors import DefinitionError
 
 
 def test_every_check_has_an_id_in_its_area_a_rule_and_a_source() -> None:
@@ -27,9 +27,9 @@ def test_selecting_checks_by_glob() -> None:
 
 
 def test_a_check_without_the_prefix_or_a_source_or_twice_is_refused() -> None:
-    with pytest.raises(UsageError, match="must start with 'sanity.'"):
+    with pytest.raises(DefinitionError, match="must start with 'sanity.'"):
         sanity_check("prepare.x", rule="r", source="s")
-    with pytest.raises(UsageError, match="say where its rule comes from"):
+    with pytest.raises(DefinitionError, match="say where its rule comes from"):
         sanity_check("sanity.prepare.x", rule="r", source=" ")
     with pytest.raises(DefinitionError, match="already registered"):
         sanity_check("sanity.prepare.idempotent", rule="r", source="s")(lambda ctx: None)
