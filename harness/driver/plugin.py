@@ -16,12 +16,14 @@ The correct driver:
   reset leaves the device ``failed``, keeps the claim and reports an error for that claim so the
   kubelet retries; an unknown claim is success;
 * errors are per claim, never for the whole batch;
+* no lock is held while a device resets: other claims are prepared meanwhile;
 * claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -45,7 +47,16 @@ from .state import (
 )
 from .topology import DeviceInfo, Inventory
 
-__all__ = ["ClaimRef", "ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError"]
+__all__ = [
+    "ClaimRef",
+    "ClaimReader",
+    "KubeClaims",
+    "PrepareResult",
+    "DeviceHealth",
+    "FakeDriver",
+    "ClaimError",
+    "BatchAborted",
+]
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,10 @@ class ClaimError(Exception):
     """Prepare or unprepare of one claim failed; the message goes into that claim's response."""
 
 
+class BatchAborted(Exception):
+    """The batch-abort-on-error mutant gave up on the whole request: the RPC itself fails."""
+
+
 class FakeDriver:
     """Simulated devices of one node, prepared and unprepared for claims."""
 
@@ -128,7 +143,9 @@ class FakeDriver:
         if unknown:
             self.log.warning("checkpoint names devices the topology does not publish: %s", ", ".join(unknown))
         self._lock = threading.RLock()
+        self._unpreparing: set[str] = set()  # claims whose devices are being reset (lock released)
         self._seq = 0
+        self._reprepared = 0
         self._unprepared_at: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.log.info(
             "loaded checkpoint: %d claims, %d devices not free",
@@ -176,6 +193,8 @@ class FakeDriver:
             except Exception as exc:  # a bug or an I/O error: still only this claim fails
                 self.log.exception("prepare %s failed unexpectedly", ref)
                 out[ref.uid] = PrepareResult(error=f"internal error preparing {ref}: {exc}")
+            if self.mutant.abort_batch_on_error and out[ref.uid].error:
+                raise BatchAborted(f"prepare {ref}: {out[ref.uid].error}")
         return out
 
     def _read_allocation(self, ref: ClaimRef) -> list[tuple[dict[str, Any], DeviceInfo]]:
@@ -217,6 +236,8 @@ class FakeDriver:
         with self._lock:
             rec = self.cp.claims.get(ref.uid)
             if rec is not None and rec.state is ClaimState.PREPARE_COMPLETED:
+                if self.mutant.reprepare_completed:
+                    return self._reprepare(ref, rec)
                 return rec.devices  # idempotent: no API read, same devices and CDI IDs
         allocated = self._read_allocation(ref)
         self._crash("prepare.after_read")
@@ -268,6 +289,26 @@ class FakeDriver:
             self._crash("prepare.after_completed")
             return devices
 
+    def _reprepare(self, ref: ClaimRef, rec: ClaimRecord) -> list[PreparedDevice]:
+        """The non-idempotent-prepare mutant (see mutants.NonIdempotentPrepare): prepare again under
+        new CDI IDs in a new spec file, leaving the previous spec where it is."""
+        self._reprepared += 1
+        name = f"{ref.uid}-r{self._reprepared}"
+        cdi.write_spec(
+            self.dirs.cdi,
+            self.driver,
+            name,
+            [cdi.CdiDevice(d.device, self._uuid(d.device), ",".join(d.requests)) for d in rec.devices],
+        )
+        for d in rec.devices:
+            d.cdi_device_ids = [cdi.device_id(self.driver, name, d.device)]
+        self._save()
+        return rec.devices
+
+    def _uuid(self, device: str) -> str:
+        info = self.inventory.get(device)
+        return info.uuid if info else ""
+
     # -- unprepare ------------------------------------------------------------------------------
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare each claim; the value is that claim's error, ``""`` on success."""
@@ -282,12 +323,14 @@ class FakeDriver:
             except Exception as exc:
                 self.log.exception("unprepare %s failed unexpectedly", ref)
                 out[ref.uid] = f"internal error unpreparing {ref}: {exc}"
+            if self.mutant.abort_batch_on_error and out[ref.uid]:
+                raise BatchAborted(f"unprepare {ref}: {out[ref.uid]}")
         return out
 
     def _reset(self, name: str) -> str:
         """Reset and drain one device; returns an error message, empty on success."""
         self._crash("unprepare.during_reset")
-        time.sleep(self.reset_seconds)
+        time.sleep(self.reset_seconds + self.faults.reset_slow(name))
         if self.faults.reset_fails(name):
             return f"reset of device {name} failed (injected)"
         return ""
@@ -300,6 +343,22 @@ class FakeDriver:
             obj = self.claims.get_claim(ref.namespace, ref.name)
             if obj is None or obj.get("metadata", {}).get("uid") != ref.uid:
                 raise ClaimError(f"cannot unprepare {ref}: ResourceClaim not found in the API server")
+        # The lock guards the tables, never a device reset: the correct driver releases it while
+        # devices reset, so prepares of other claims go on (the lock-across-reset mutant keeps it).
+        with self._lock if self.mutant.lock_across_reset else contextlib.nullcontext():
+            held = self._unprepare_begin(ref)
+            if held is None:
+                return
+            try:
+                errors = {name: self._reset(name) for name in held}
+            except BaseException:
+                with self._lock:
+                    self._unpreparing.discard(ref.uid)
+                raise
+            self._unprepare_finish(ref, held, errors)
+
+    def _unprepare_begin(self, ref: ClaimRef) -> list[str] | None:
+        """Record the unprepare and mark the claim's devices resetting; None when there is nothing to reset."""
         with self._lock:
             self._seq += 1
             self._unprepared_at[ref.uid] = self._seq
@@ -308,37 +367,45 @@ class FakeDriver:
                 self._unprepared_at.popitem(last=False)
             rec = self.cp.claims.get(ref.uid)
             if rec is None:
+                if self.mutant.unknown_unprepare_error:
+                    raise ClaimError(f"cannot unprepare {ref}: claim not found in the checkpoint")
                 self.log.info("unprepare %s: unknown claim, nothing to do", ref)
-                return
+                return None
             if self.mutant.keep_prepare_started and rec.state is ClaimState.PREPARE_STARTED:
-                return
+                return None
             if self.mutant.forget_before_reset:
                 self._unprepare_forget_first(ref)
-                return
+                return None
+            if ref.uid in self._unpreparing:
+                raise ClaimError(f"{ref} is already being unprepared (a device reset is running); retry")
             held = self.cp.held_by(ref.uid)
             rec.state = ClaimState.UNPREPARE_STARTED
             for name in held:
                 self.cp.devices[name] = DeviceRecord(DeviceState.RESETTING, ref.uid)
             self._save()
             self._crash("unprepare.after_started")
-            errors = []
-            for name in held:
-                error = self._reset(name)
-                if error:
-                    errors.append(error)
-                    self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error)
-                else:
-                    self.cp.devices[name] = DeviceRecord()
-            if errors:
+            self._unpreparing.add(ref.uid)
+            return held
+
+    def _unprepare_finish(self, ref: ClaimRef, held: list[str], errors: dict[str, str]) -> None:
+        """Free the devices that reset; forget the claim only when all of them did."""
+        with self._lock:
+            try:
+                for name, error in errors.items():
+                    self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error) if error else DeviceRecord()
+                failed = [e for e in errors.values() if e]
+                if failed:
+                    self._save()
+                    raise ClaimError(f"{ref}: {'; '.join(failed)}; the claim stays prepared, retry unprepare")
+                self._crash("unprepare.after_reset")
+                cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
+                self._crash("unprepare.after_cdi_removed")
+                del self.cp.claims[ref.uid]
                 self._save()
-                raise ClaimError(f"{ref}: {'; '.join(errors)}; the claim stays prepared, retry unprepare")
-            self._crash("unprepare.after_reset")
-            cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
-            self._crash("unprepare.after_cdi_removed")
-            del self.cp.claims[ref.uid]
-            self._save()
-            self._crash("unprepare.after_forget")
-            self.log.info("unprepared %s: reset %s", ref, ", ".join(held) or "no devices")
+                self._crash("unprepare.after_forget")
+                self.log.info("unprepared %s: reset %s", ref, ", ".join(held) or "no devices")
+            finally:
+                self._unpreparing.discard(ref.uid)
 
     def _unprepare_forget_first(self, ref: ClaimRef) -> None:
         """The forget-before-reset mutant (see mutants.ForgetBeforeReset)."""
@@ -380,15 +447,17 @@ class FakeDriver:
                 current = self.cp.claims.get(rec.uid)
                 if current is None or current.state is not ClaimState.PREPARE_STARTED:
                     continue
-                try:
-                    self._unprepare_one(ref)
-                    cleaned.append(rec.uid)
-                    self.log.info("stale-claim cleanup: unprepared %s", ref)
-                except ClaimError as exc:
-                    self.log.warning("stale-claim cleanup of %s failed: %s", ref, exc)
+            try:
+                self._unprepare_one(ref)
+                cleaned.append(rec.uid)
+                self.log.info("stale-claim cleanup: unprepared %s", ref)
+            except ClaimError as exc:
+                self.log.warning("stale-claim cleanup of %s failed: %s", ref, exc)
         return cleaned
 
     def health(self) -> list[DeviceHealth]:
+        if self.mutant.silent_health:  # see mutants.SilentHealth: the health check is blind
+            return [DeviceHealth(d.name, True) for d in self.inventory.devices]
         unhealthy = self.faults.unhealthy()
         with self._lock:
             states = {n: r for n, r in self.cp.devices.items()}
