@@ -37,7 +37,7 @@ from draguard.harness.scenario.loader import load_scenario, load_scenarios
 from draguard.harness.scenario.types import Scenario
 from draguard.reports.kill_matrix import cell_mark, render_markdown
 
-__all__ = ["command", "library_dir", "resolve_scenarios", "resolve_mutants", "measure"]
+__all__ = ["command", "library_dir", "resolve_scenarios", "resolve_mutants", "measure", "measure_cells"]
 
 _err = Console(stderr=True)
 
@@ -94,8 +94,13 @@ def _machine() -> str:
 
 def measure(scenarios: list[Scenario], mutants: list[str], out: Path, parallel: int = 1,
             bin_dir: str | None = None, progress: Any = None) -> KillMatrix:
-    """Run every cell (``parallel`` at a time, each in its own process) and return the matrix."""
-    cells = plan(scenarios, mutants)
+    """Run the correct driver and every mutant on every scenario and return the matrix."""
+    return measure_cells(plan(scenarios, mutants), out, parallel, bin_dir, progress)
+
+
+def measure_cells(cells: list[tuple[Scenario, str | None]], out: Path, parallel: int = 1,
+                  bin_dir: str | None = None, progress: Any = None) -> KillMatrix:
+    """Run the given (scenario, mutant) cells, ``parallel`` at a time, each in its own process."""
     for sc, _ in cells:
         if sc.source is None:
             raise UsageError(f"scenario {sc.name}: the kill matrix runs scenario files, not text")
@@ -177,7 +182,7 @@ def command(scenarios: tuple[str, ...], mutants: tuple[str, ...], report_dir: st
     if from_json:
         try:
             matrix = KillMatrix.from_dict(json.loads(Path(from_json).read_text()))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UsageError(f"{from_json}: not a kill matrix: {exc}") from exc
         print_matrix(matrix)
         if doc:
