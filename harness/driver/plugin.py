@@ -27,7 +27,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -330,10 +330,28 @@ class FakeDriver:
     def _reset(self, name: str) -> str:
         """Reset and drain one device; returns an error message, empty on success."""
         self._crash("unprepare.during_reset")
-        time.sleep(self.reset_seconds + self.faults.reset_slow(name))
-        if self.faults.reset_fails(name):
-            return f"reset of device {name} failed (injected)"
+        with self._unlocked():
+            time.sleep(self.reset_seconds + self.faults.reset_slow(name))
+            if self.faults.reset_fails(name):
+                return f"reset of device {name} failed (injected)"
         return ""
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Let other calls in while a device resets (the caller marked it resetting under the lock).
+
+        The lock guards the driver's tables, never the hardware: a reset takes seconds to minutes,
+        and holding the lock across it stalls every other prepare on the node. The lock-across-reset
+        mutant keeps it. Released once: a caller nesting the lock deeper keeps it (no concurrency, no harm).
+        """
+        if self.mutant.lock_across_reset:
+            yield
+            return
+        self._lock.release()
+        try:
+            yield
+        finally:
+            self._lock.acquire()
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
         self._crash("unprepare.begin")
@@ -343,22 +361,6 @@ class FakeDriver:
             obj = self.claims.get_claim(ref.namespace, ref.name)
             if obj is None or obj.get("metadata", {}).get("uid") != ref.uid:
                 raise ClaimError(f"cannot unprepare {ref}: ResourceClaim not found in the API server")
-        # The lock guards the tables, never a device reset: the correct driver releases it while
-        # devices reset, so prepares of other claims go on (the lock-across-reset mutant keeps it).
-        with self._lock if self.mutant.lock_across_reset else contextlib.nullcontext():
-            held = self._unprepare_begin(ref)
-            if held is None:
-                return
-            try:
-                errors = {name: self._reset(name) for name in held}
-            except BaseException:
-                with self._lock:
-                    self._unpreparing.discard(ref.uid)
-                raise
-            self._unprepare_finish(ref, held, errors)
-
-    def _unprepare_begin(self, ref: ClaimRef) -> list[str] | None:
-        """Record the unprepare and mark the claim's devices resetting; None when there is nothing to reset."""
         with self._lock:
             self._seq += 1
             self._unprepared_at[ref.uid] = self._seq
@@ -370,13 +372,13 @@ class FakeDriver:
                 if self.mutant.unknown_unprepare_error:
                     raise ClaimError(f"cannot unprepare {ref}: claim not found in the checkpoint")
                 self.log.info("unprepare %s: unknown claim, nothing to do", ref)
-                return None
+                return
             if self.mutant.keep_prepare_started and rec.state is ClaimState.PREPARE_STARTED:
-                return None
+                return
             if self.mutant.forget_before_reset:
                 self._unprepare_forget_first(ref)
-                return None
-            if ref.uid in self._unpreparing:
+                return
+            if ref.uid in self._unpreparing:  # its devices are resetting in another call (lock released)
                 raise ClaimError(f"{ref} is already being unprepared (a device reset is running); retry")
             held = self.cp.held_by(ref.uid)
             rec.state = ClaimState.UNPREPARE_STARTED
@@ -384,28 +386,29 @@ class FakeDriver:
                 self.cp.devices[name] = DeviceRecord(DeviceState.RESETTING, ref.uid)
             self._save()
             self._crash("unprepare.after_started")
+            errors = []
             self._unpreparing.add(ref.uid)
-            return held
-
-    def _unprepare_finish(self, ref: ClaimRef, held: list[str], errors: dict[str, str]) -> None:
-        """Free the devices that reset; forget the claim only when all of them did."""
-        with self._lock:
             try:
-                for name, error in errors.items():
-                    self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error) if error else DeviceRecord()
-                failed = [e for e in errors.values() if e]
-                if failed:
-                    self._save()
-                    raise ClaimError(f"{ref}: {'; '.join(failed)}; the claim stays prepared, retry unprepare")
-                self._crash("unprepare.after_reset")
-                cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
-                self._crash("unprepare.after_cdi_removed")
-                del self.cp.claims[ref.uid]
-                self._save()
-                self._crash("unprepare.after_forget")
-                self.log.info("unprepared %s: reset %s", ref, ", ".join(held) or "no devices")
+                resets = {name: self._reset(name) for name in held}
             finally:
                 self._unpreparing.discard(ref.uid)
+            for name in held:
+                error = resets[name]
+                if error:
+                    errors.append(error)
+                    self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error)
+                else:
+                    self.cp.devices[name] = DeviceRecord()
+            if errors:
+                self._save()
+                raise ClaimError(f"{ref}: {'; '.join(errors)}; the claim stays prepared, retry unprepare")
+            self._crash("unprepare.after_reset")
+            cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
+            self._crash("unprepare.after_cdi_removed")
+            del self.cp.claims[ref.uid]
+            self._save()
+            self._crash("unprepare.after_forget")
+            self.log.info("unprepared %s: reset %s", ref, ", ".join(held) or "no devices")
 
     def _unprepare_forget_first(self, ref: ClaimRef) -> None:
         """The forget-before-reset mutant (see mutants.ForgetBeforeReset)."""

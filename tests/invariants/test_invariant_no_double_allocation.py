@@ -37,26 +37,3 @@ def test_admin_access_and_shareable_devices_are_allowed() -> None:
     y = claim("y", [request()], [result("gpu-1", node="node-b", shareID="s2")])
     slices = (gpus("node-a"), gpus("node-b", multi=True))
     assert check(Snapshot(time=0, claims=(a, monitor, x, y), slices=slices)) == []
-
-
-def test_a_device_prepared_at_the_node_for_two_claims_is_a_violation_even_when_the_api_freed_it() -> None:
-    from draguard.harness.invariants import DeviceId, NodeDriverState
-
-    gpu0 = DeviceId("gpu.draguard.dev", "node-a", "gpu-0")
-    new = claim("new", [request()], [result("gpu-0")])  # the API holds only the new claim
-    node = NodeDriverState("node-a", "gpu.draguard.dev", prepared={"uid-old": (gpu0,), "uid-new": (gpu0,)})
-    [violation] = check(Snapshot(time=1, claims=(new,), slices=(gpus("node-a"),), drivers=(node,)))
-    assert violation.message == "device gpu.draguard.dev/node-a/gpu-0 is prepared on node node-a for 2 claims at once: uid-new, uid-old"
-    assert violation.objects == ("Node/node-a",)
-    apart = NodeDriverState("node-a", "gpu.draguard.dev", prepared={"uid-new": (gpu0,)})
-    assert check(Snapshot(time=1, claims=(new,), slices=(gpus("node-a"),), drivers=(apart,))) == []
-
-
-def test_a_device_prepared_twice_for_an_admin_access_claim_is_allowed() -> None:
-    from draguard.harness.invariants import DeviceId, NodeDriverState
-
-    gpu0 = DeviceId("gpu.draguard.dev", "node-a", "gpu-0")
-    a = claim("a", [request()], [result("gpu-0")])
-    monitor = claim("m", [request(admin=True)], [result("gpu-0", adminAccess=True)])
-    node = NodeDriverState("node-a", "gpu.draguard.dev", prepared={"uid-a": (gpu0,), "uid-m": (gpu0,)})
-    assert check(Snapshot(time=0, claims=(a, monitor), slices=(gpus("node-a"),), drivers=(node,))) == []
