@@ -9,17 +9,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-import grpc
 import pytest
 
-from draguard.harness.driver.client import PluginClient
 from draguard.harness.driver.faults import set_faults
 from draguard.harness.driver.mutants import FLAGS, MUTANTS, Mutant, get_mutant, mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.service import PluginServer
 from draguard.harness.driver.state import DeviceState, read_checkpoint
 from draguard.harness.errors import DefinitionError, UsageError
-from draguard.harness.grpcapi import dra_health_v1alpha1_pb2 as health_pb
+from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError, PluginClient
 from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
 
 from .conftest import NODE, ClaimStore, allocated_claim, make_driver
@@ -111,14 +109,13 @@ def test_batch_abort_fails_the_whole_prepare_and_leaves_later_claims_unprepared(
     with serving(root, store, mutant) as (drv, client):
         if mutant is None:
             resp = client.prepare([bad, good])
-            assert "other.example.com" in resp.claims[bad[0]].error and resp.claims[good[0]].error == ""
-            assert good[0] in drv.snapshot().claims
+            assert "other.example.com" in resp[bad.uid].error and resp[good.uid].error == ""
+            assert good.uid in drv.snapshot().claims
             return
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(PluginCallError) as err:
             client.prepare([bad, good])
-        assert err.value.code() == grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
-        assert "other.example.com" in err.value.details()  # type: ignore[attr-defined]
-        assert good[0] not in drv.snapshot().claims  # never reached
+        assert err.value.code == "UNKNOWN" and "other.example.com" in err.value.details
+        assert good.uid not in drv.snapshot().claims  # never reached
 
 
 @pytest.mark.parametrize("mutant", [None, "batch-abort-on-error"])
@@ -128,19 +125,18 @@ def test_batch_abort_on_a_failed_reset_strands_the_other_claims_of_the_unprepare
     broken = store.add(allocated_claim("broken", ["gpu-0"]))
     healthy = store.add(allocated_claim("healthy", ["gpu-1"]))
     with serving(root, store, mutant) as (drv, client):
-        assert all(e.error == "" for e in client.prepare([broken, healthy]).claims.values())
+        assert all(r.error == "" for r in client.prepare([broken, healthy]).values())
         set_faults(root, NODE, reset_fail={"forever": True, "devices": ["gpu-0"]})
         if mutant is None:
             resp = client.unprepare([broken, healthy])
-            assert "reset of device gpu-0 failed" in resp.claims[broken[0]].error
-            assert resp.claims[healthy[0]].error == ""
-            assert set(drv.snapshot().claims) == {broken[0]}
+            assert "reset of device gpu-0 failed" in resp[broken.uid] and resp[healthy.uid] == ""
+            assert set(drv.snapshot().claims) == {broken.uid}
             return
-        with pytest.raises(grpc.RpcError) as err:
+        with pytest.raises(PluginCallError) as err:
             client.unprepare([broken, healthy])
-        assert "reset of device gpu-0 failed" in err.value.details()  # type: ignore[attr-defined]
+        assert "reset of device gpu-0 failed" in err.value.details
         cp = drv.snapshot()
-        assert healthy[0] in cp.claims and cp.devices["gpu-1"].state is DeviceState.PREPARED
+        assert healthy.uid in cp.claims and cp.devices["gpu-1"].state is DeviceState.PREPARED
 
 
 @pytest.mark.parametrize("mutant", [None, "lock-across-reset"])
@@ -149,10 +145,10 @@ def test_a_slow_reset_blocks_other_prepares_only_when_the_lock_is_held_across_it
 ) -> None:
     old = store.add(allocated_claim("old", ["gpu-0"]))
     new = store.add(allocated_claim("new", ["gpu-1"]))
-    with serving(root, store, mutant) as (drv, client), ThreadPoolExecutor(1) as pool:
-        assert client.prepare([old]).claims[old[0]].error == ""
+    with serving(root, store, mutant) as (_, client), ThreadPoolExecutor(1) as pool:
+        assert client.prepare([old])[old.uid].error == ""
         set_faults(root, NODE, reset_slow={"seconds": 1.5, "devices": ["gpu-0"]})
-        unprepare: Future[object] = pool.submit(client.unprepare, [old])
+        unprepare: Future[dict[str, str]] = pool.submit(client.unprepare, [old])
         deadline = time.monotonic() + 10
         # Read from disk: the mutant holds the driver's lock (and so its snapshot()) during the reset.
         while read_checkpoint(root, NODE).device("gpu-0").state is not DeviceState.RESETTING:
@@ -160,8 +156,8 @@ def test_a_slow_reset_blocks_other_prepares_only_when_the_lock_is_held_across_it
             time.sleep(0.01)
         resp = client.prepare([new])  # another claim, another device: nothing to wait for
         reset_over = unprepare.done()
-        assert resp.claims[new[0]].error == ""
-        assert unprepare.result(timeout=10) is not None
+        assert resp[new.uid].error == ""
+        assert unprepare.result(timeout=10) == {old.uid: ""}
         # The correct driver answered while gpu-0 was still resetting; the mutant only after it.
         assert reset_over is (mutant is not None)
 
@@ -172,10 +168,10 @@ def test_a_second_prepare_answers_the_same_cdi_ids_or_leaves_a_spec_behind(
 ) -> None:
     ref = store.add(allocated_claim("c", ["gpu-2"]))
     with serving(root, store, mutant) as (drv, client):
-        first = list(client.prepare([ref]).claims[ref[0]].devices[0].cdi_device_ids)
-        second = list(client.prepare([ref]).claims[ref[0]].devices[0].cdi_device_ids)
+        first = client.prepare([ref])[ref.uid].devices[0].cdi_device_ids
+        second = client.prepare([ref])[ref.uid].devices[0].cdi_device_ids
         specs = sorted(p.name for p in drv.dirs.cdi.glob("*.json"))
-        assert client.unprepare([ref]).claims[ref[0]].error == ""
+        assert client.unprepare([ref]) == {ref.uid: ""}
         left = sorted(p.name for p in drv.dirs.cdi.glob("*.json"))
     if mutant is None:
         assert first == second and len(specs) == 1 and left == []
@@ -185,8 +181,9 @@ def test_a_second_prepare_answers_the_same_cdi_ids_or_leaves_a_spec_behind(
 
 @pytest.mark.parametrize("mutant", [None, "unknown-unprepare-error"])
 def test_unprepare_of_a_claim_the_driver_never_prepared(root: Path, store: ClaimStore, mutant: str | None) -> None:
+    ghost = ClaimRef(namespace="ns", name="ghost", uid="0b5e-never-prepared")
     with serving(root, store, mutant) as (_, client):
-        error = client.unprepare([("0b5e-never-prepared", "ns", "ghost")]).claims["0b5e-never-prepared"].error
+        error = client.unprepare([ghost])[ghost.uid]
     assert (error == "") is (mutant is None)
     if mutant is not None:
         assert "not found" in error
@@ -200,16 +197,15 @@ def test_a_failed_device_shows_on_the_health_stream_unless_the_driver_is_silent(
         stream = client.watch_health(timeout=10)
         next(stream)
         set_faults(root, NODE, unhealthy={"devices": ["gpu-3"], "message": "XID 79"})
-        seen: set[tuple[str, int]] = set()
+        seen: set[tuple[str, str]] = set()
         # Resends come at least every 10 intervals (0.5 s): three messages span the change.
         for _ in range(3):
-            update = next(stream)
-            seen |= {(d.device.device_name, d.health) for d in update.devices if d.health != health_pb.HEALTHY}
+            seen |= {(d.device_name, d.health) for d in next(stream) if d.health != "HEALTHY"}
             if seen:
                 break
-        stream.cancel()  # type: ignore[attr-defined]
+        stream.cancel()
         sick = {h.device for h in drv.health() if not h.healthy}
     if mutant is None:
-        assert seen == {("gpu-3", health_pb.UNHEALTHY)} and sick == {"gpu-3"}
+        assert seen == {("gpu-3", "UNHEALTHY")} and sick == {"gpu-3"}
     else:
         assert seen == set() and sick == set()
