@@ -6,7 +6,7 @@ changes anything, and says what it did with ``ctx.note(...)``. Importing this pa
 of them; the scenario loader then validates each step's ``params`` against the fault's model.
 
     preempt, evict, force-delete, drain-node, node-loss, node-restart, driver-restart, driver-down,
-    driver-crash, reset-failure, slow-reset, prepare-failure, prepare-hang, unprepare-failure, device-taint,
+    driver-crash, reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
     scheduler-restart, controller-manager-restart, apiserver-restart
 """
 

@@ -10,10 +10,12 @@ returns at once; it notes when the crash happened and when the driver was back.
 
 from __future__ import annotations
 
+import json
 import threading
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from draguard.harness.driver import faults as driver_faults
 from draguard.harness.driver.faults import CrashPoint
@@ -24,10 +26,19 @@ from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import Params, PositiveDuration
 
 from ._common import fake_driver
-from .driver_faults import current_faults
 
 if TYPE_CHECKING:
     from draguard.harness.driver.process import FakeDriverProcess
+
+
+def _current(path: Path) -> dict[str, Any]:
+    """The faults other steps set on this driver: arming the crash keeps them."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    data.pop("generation", None)
+    return data
 
 
 class DriverCrashParams(Params):
@@ -68,7 +79,7 @@ def driver_crash(ctx: StepContext, params: DriverCrashParams) -> None:
         previous = path.read_text() if path.exists() else None
         ctx.before(UndoAction("write-file", {"path": str(path), "content": previous}))
         crash = {"point": params.point, "after": params.after}
-        driver_faults.set_faults(proc.root, node, proc.driver, faults={**current_faults(path), "crash_at": crash})
+        driver_faults.set_faults(proc.root, node, proc.driver, faults={**_current(path), "crash_at": crash})
         stop = threading.Event()
         watcher = threading.Thread(target=_watch, args=(ctx, proc, node, params.down.total_seconds(), stop),
                                    name=f"driver-crash-{node}", daemon=True)

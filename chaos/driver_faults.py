@@ -1,8 +1,7 @@
 """Faults the fake driver simulates in its hardware and RPCs: reset, prepare and unprepare failures.
 
 ``reset-failure``: the device reset after unprepare fails (N times or for good) — with the
-forget-before-reset bug this orphans the device. ``slow-reset``: a device reset takes longer (a
-driver that holds its lock across the reset stalls every other prepare meanwhile). ``prepare-failure`` / ``prepare-hang`` /
+forget-before-reset bug this orphans the device. ``prepare-failure`` / ``prepare-hang`` /
 ``unprepare-failure``: NodePrepareResources / NodeUnprepareResources fail or hang. They are written
 to the driver's fault file on each targeted node; the journal keeps the previous file to restore.
 
@@ -14,10 +13,7 @@ driver, with or without fault hooks of its own. A reset failure is hardware: fak
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import Field
 
 from draguard.harness.driver import faults as driver_faults
 from draguard.harness.registry import FAULTS
@@ -60,25 +56,8 @@ def _interpose(ctx: StepContext, rule: dict[str, Any]) -> bool:
     return True
 
 
-def _count(params: CountParams | HangParams | SlowResetParams) -> dict[str, Any]:
+def _count(params: CountParams | HangParams) -> dict[str, Any]:
     return {"count": params.count} if params.count else {}
-
-
-class SlowResetParams(Params):
-    seconds: float = Field(default=20.0, gt=0, le=600)
-    """How much longer each device reset takes."""
-    count: int | None = None
-    """How many resets are slow; omit for every one."""
-
-
-def current_faults(path: Path) -> dict[str, Any]:
-    """The faults already set in a driver's fault file (a step adds to them, never replaces them)."""
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    data.pop("generation", None)
-    return data
 
 
 def _apply(ctx: StepContext, key: str, value: dict[str, Any]) -> None:
@@ -87,7 +66,7 @@ def _apply(ctx: StepContext, key: str, value: dict[str, Any]) -> None:
         path = driver_faults.faults_path(proc.root, node, proc.driver)
         previous = path.read_text() if path.exists() else None
         ctx.before(UndoAction("write-file", {"path": str(path), "content": previous}))
-        driver_faults.set_faults(proc.root, node, proc.driver, faults={**current_faults(path), key: value})
+        driver_faults.set_faults(proc.root, node, proc.driver, **{key: value})
 
         def clear(proc: FakeDriverProcess = proc, node: str = node) -> None:
             driver_faults.clear_faults(proc.root, node, proc.driver)
@@ -100,12 +79,6 @@ def _apply(ctx: StepContext, key: str, value: dict[str, Any]) -> None:
 def reset_failure(ctx: StepContext, params: CountParams | None) -> None:
     params = params or CountParams()
     _apply(ctx, "reset_fail", {"count": params.count} if params.count else {"forever": True})
-
-
-@FAULTS.register("slow-reset", summary="device resets take longer on the targeted nodes", params=SlowResetParams)
-def slow_reset(ctx: StepContext, params: SlowResetParams | None) -> None:
-    params = params or SlowResetParams()
-    _apply(ctx, "reset_slow", {"seconds": params.seconds, **_count(params)})
 
 
 @FAULTS.register("prepare-failure", summary="NodePrepareResources fails on the targeted nodes", params=CountParams)
