@@ -4,7 +4,8 @@ Runs each scenario against the correct driver and against each mutant (replacing
 own ``driver.mutant``), each run on its own local control plane, ``--parallel`` runs at a time in
 separate processes; prints the matrix and writes ``kill-matrix.json`` and ``kill-matrix.md`` into
 the report folder (``--doc`` writes the Markdown elsewhere too, e.g. ``docs/kill-matrix.md``).
-``--from-json`` renders a measured matrix again without running anything.
+``--doc`` also writes the JSON beside it (``docs/kill-matrix.json``). ``--from-json`` (repeatable)
+renders measured matrices again, merged, without running anything: a matrix measured in parts.
 
 Exit: 0 every mutant caught and the correct driver passing everything; 1 a survivor, a false
 positive or a run in error; 2 an unknown mutant or scenario (the known names are listed).
@@ -135,6 +136,30 @@ def measure_cells(cells: list[tuple[Scenario, str | None]], out: Path, parallel:
     return matrix
 
 
+DOC_JSON = "kill-matrix.json"
+"""The name the doc gives its data file (written beside it, ``docs/kill-matrix.json``)."""
+
+
+def _load(paths: tuple[str, ...]) -> KillMatrix:
+    """Measured matrices merged in order (a later cell replaces an earlier one of the same mutant and scenario)."""
+    merged = KillMatrix()
+    for path in paths:
+        try:
+            part = KillMatrix.from_dict(json.loads(Path(path).read_text()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{path}: not a kill matrix: {exc}") from exc
+        if len(paths) == 1:
+            return part
+        merged.merge(part.cells)
+        merged.measured_at = min(filter(None, (merged.measured_at, part.measured_at)), default="")
+        merged.machine = merged.machine or part.machine
+        merged.command = "; ".join(filter(None, (merged.command, part.command)))
+        merged.parallel = max(merged.parallel, part.parallel)
+        merged.wall_seconds += part.wall_seconds
+        merged.about = {**merged.about, **part.about}
+    return merged
+
+
 def print_matrix(matrix: KillMatrix) -> None:
     mutants = [m for m in matrix.mutants if m != CORRECT]
     table = Table(title="draguard kill matrix")
@@ -161,8 +186,9 @@ def write(matrix: KillMatrix, out: Path, doc: Path | None) -> None:
     click.echo(f"kill matrix: {(out / 'kill-matrix.json').resolve()}")
     if doc is not None:
         doc.parent.mkdir(parents=True, exist_ok=True)
-        doc.write_text(render_markdown(matrix))
-        click.echo(f"doc: {doc.resolve()}")
+        doc.write_text(render_markdown(matrix, DOC_JSON))
+        doc.with_suffix(".json").write_text(json.dumps(matrix.as_dict(), indent=1) + "\n")
+        click.echo(f"doc: {doc.resolve()} (data: {doc.with_suffix('.json').name})")
 
 
 @click.command("mutants")
@@ -173,21 +199,19 @@ def write(matrix: KillMatrix, out: Path, doc: Path | None) -> None:
 @click.option("--parallel", type=click.IntRange(1, 16), default=1, show_default=True,
               help="Runs at a time, each with its own control plane (about 1 core each).")
 @click.option("--doc", type=click.Path(dir_okay=False), help="Also write the Markdown here (docs/kill-matrix.md).")
-@click.option("--from-json", "from_json", type=click.Path(dir_okay=False, exists=True),
-              help="Render a measured kill-matrix.json again (with --doc); run nothing.")
+@click.option("--from-json", "from_json", multiple=True, type=click.Path(dir_okay=False, exists=True),
+              help="Render measured kill-matrix.json files again, merged (with --doc); run nothing. Repeatable.")
 @click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
 def command(scenarios: tuple[str, ...], mutants: tuple[str, ...], report_dir: str, parallel: int, doc: str | None,
-            from_json: str | None, bin_dir: str | None) -> None:
+            from_json: tuple[str, ...], bin_dir: str | None) -> None:
     """Run scenarios against the correct driver and each mutant; print and write the kill matrix."""
     if from_json:
-        try:
-            matrix = KillMatrix.from_dict(json.loads(Path(from_json).read_text()))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise UsageError(f"{from_json}: not a kill matrix: {exc}") from exc
+        matrix = _load(from_json)
         print_matrix(matrix)
         if doc:
-            Path(doc).write_text(render_markdown(matrix, Path(from_json).name))
+            Path(doc).write_text(render_markdown(matrix, DOC_JSON))
             click.echo(f"doc: {Path(doc).resolve()}")
+            Path(doc).with_suffix(".json").write_text(json.dumps(matrix.as_dict(), indent=1) + "\n")
         sys.exit(EXIT_OK if matrix.ok else EXIT_FAILED)
     chosen = resolve_mutants(mutants)
     loaded = resolve_scenarios(scenarios)
