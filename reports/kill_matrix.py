@@ -44,6 +44,9 @@ def render_markdown(matrix: KillMatrix, json_name: str = "kill-matrix.json") -> 
         matrix.command or "draguard mutants",
         "```",
         "",
+        f"This measurement covers {len(matrix.scenarios)} scenario(s) and {len(mutants)} mutant(s); "
+        "a cell marked — was not run.",
+        "",
         "`draguard mutants` regenerates it (by hand or nightly: the full cross product is too slow for CI). "
         "CI (`tests/mutants/test_kill_matrix.py`) keeps it true: it renders this file from the JSON, and "
         "re-runs each mutant against the quickest scenario recorded as catching it, expecting the same "
