@@ -6,7 +6,7 @@ changes anything, and says what it did with ``ctx.note(...)``. Importing this pa
 of them; the scenario loader then validates each step's ``params`` against the fault's model.
 
     preempt, evict, force-delete, drain-node, node-loss, node-restart, driver-restart, driver-down,
-    reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
+    driver-crash, reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
     scheduler-restart, controller-manager-restart, apiserver-restart
 """
 
@@ -16,6 +16,7 @@ from draguard.chaos import (  # noqa: F401  (each module registers itself)
     component_restart,
     device_taint,
     drain_node,
+    driver_crash,
     driver_down,
     driver_faults,
     driver_restart,

@@ -10,6 +10,7 @@ survive a driver restart: a ``crash_at`` fault kills the driver once, not on eve
 Faults:
 
     reset_fail      {count: N | forever: true, devices: [...]}   a device reset fails
+    reset_slow      {seconds: S, count: N, devices: [...]}       a device reset takes S seconds longer
     prepare_fail    {claims: [...] | all, count: N}              NodePrepareResources fails per claim
     prepare_hang    {seconds: S, claims, count}                  prepare stalls after reading the claim
     unprepare_fail  {count: N, claims}                            NodeUnprepareResources fails per claim
@@ -41,6 +42,7 @@ __all__ = [
     "CrashPoint",
     "CRASH_POINTS",
     "ResetFail",
+    "ResetSlow",
     "PrepareFail",
     "PrepareHang",
     "UnprepareFail",
@@ -94,6 +96,12 @@ class ResetFail(_Strict):
         return self
 
 
+class ResetSlow(_Strict):
+    seconds: float = Field(gt=0, le=600)
+    count: int | None = Field(default=None, ge=1)
+    devices: list[str] | None = None
+
+
 class PrepareFail(_Strict):
     claims: list[str] | Literal["all"] | None = None
     count: int | None = Field(default=None, ge=1)
@@ -125,6 +133,7 @@ class Faults(_Strict):
 
     generation: str = ""
     reset_fail: ResetFail | None = None
+    reset_slow: ResetSlow | None = None
     prepare_fail: PrepareFail | None = None
     prepare_hang: PrepareHang | None = None
     unprepare_fail: UnprepareFail | None = None
@@ -260,6 +269,14 @@ class FaultControl:
             if spec is None or not _matches(spec.devices, device):
                 return False
             return self._take("reset_fail", None if spec.forever else spec.count)
+
+    def reset_slow(self, device: str) -> float:
+        """Extra seconds the reset of ``device`` takes (0 when no slow-reset fault applies)."""
+        with self._lock:
+            spec = self.current().reset_slow
+            if spec is None or not _matches(spec.devices, device):
+                return 0.0
+            return spec.seconds if self._take("reset_slow", spec.count) else 0.0
 
     def prepare_fails(self, uid: str, namespace: str, name: str) -> bool:
         with self._lock:

@@ -48,7 +48,7 @@ from ..grpcapi.plugin import (
 from ..paths import DEFAULT_DRIVER, NodeDirs
 from .faults import FaultControl
 from .mutants import get_mutant
-from .plugin import FakeDriver, KubeClaims
+from .plugin import BatchAborted, FakeDriver, KubeClaims
 from .slices import SlicePublisher
 from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
 
@@ -83,7 +83,11 @@ class _DraServicer:
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = [ClaimRef.from_pb(c) for c in request.claims]
         resp = self.pb.NodePrepareResourcesResponse()
-        for uid, result in self.driver.prepare(refs).items():
+        try:
+            results = self.driver.prepare(refs)
+        except BatchAborted as exc:  # the batch-abort-on-error mutant: the whole RPC fails
+            context.abort(grpc.StatusCode.UNKNOWN, str(exc))
+        for uid, result in results.items():
             entry = resp.claims[uid]
             if result.error:
                 entry.error = result.error
@@ -95,7 +99,11 @@ class _DraServicer:
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = [ClaimRef.from_pb(c) for c in request.claims]
         resp = self.pb.NodeUnprepareResourcesResponse()
-        for uid, error in self.driver.unprepare(refs).items():
+        try:
+            errors = self.driver.unprepare(refs)
+        except BatchAborted as exc:
+            context.abort(grpc.StatusCode.UNKNOWN, str(exc))
+        for uid, error in errors.items():
             entry = resp.claims[uid]
             if error:
                 entry.error = error
