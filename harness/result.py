@@ -7,7 +7,11 @@
          "expectations": {"hold": [...], "violate": [...]},
          "invariants": {"<name>": {"status": "held"|"violated"|"not-checked", "expected": "hold"|"violate"|null,
                                    "met": bool, "violations": [{"message", "objects", "devices", "time"}]}},
-         "steps": [{"name", "fault", "t", "ok", "detail"}]}]}
+         "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status"}],
+         "expectations": [{"kind": "progress"|"evidence", "rule", "met", "detail"}]}]}
+
+A step fails the scenario when its status is not ``ok`` and it is not ``optional``; an expectation
+(progress that must happen, evidence a violation must carry) fails it when not met.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Evidence", "InvariantResult", "StepResult", "ScenarioResult", "RunResult"]
+__all__ = ["Evidence", "InvariantResult", "StepResult", "StepStatus", "ExpectationResult", "ScenarioResult", "RunResult"]
 
 Status = Literal["held", "violated", "not-checked"]
+StepStatus = Literal["ok", "error", "late", "never-ran", "not-fired"]
+"""``late``: started more than its tolerance after it was due; ``never-ran``: its time or condition
+never came; ``not-fired``: it ran but its fault never struck (driver or interposer counters say 0)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,10 @@ class InvariantResult:
                 "violations": [v.as_dict() for v in self.violations]}
 
 
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 @dataclass
 class StepResult:
     name: str
@@ -59,9 +70,34 @@ class StepResult:
     t: float
     ok: bool
     detail: str = ""
+    due: float | None = None
+    """Seconds since the run start when the scenario said it was due (None: a ``when`` condition)."""
+    ran: float | None = None
+    """When it actually started."""
+    finished: float | None = None
+    """When it returned."""
+    fired: int | None = None
+    """How often its fault fired (driver or interposer counters); None when that cannot be counted."""
+    optional: bool = False
+    status: StepStatus = "ok"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "fault": self.fault, "t": round(self.t, 3), "ok": self.ok, "detail": self.detail}
+        return {"name": self.name, "fault": self.fault, "t": round(self.t, 3), "ok": self.ok, "detail": self.detail,
+                "due": _r(self.due), "ran": _r(self.ran), "finished": _r(self.finished), "fired": self.fired,
+                "optional": self.optional, "status": self.status}
+
+
+@dataclass
+class ExpectationResult:
+    """One ``expect`` entry beyond hold/violate: progress that must happen, evidence a violation must carry."""
+
+    kind: Literal["progress", "evidence"]
+    rule: str
+    met: bool
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "rule": self.rule, "met": self.met, "detail": self.detail}
 
 
 @dataclass
@@ -76,10 +112,13 @@ class ScenarioResult:
     timeline_file: str | None = None
     hold: tuple[str, ...] = ()
     violate: tuple[str, ...] = ()
+    expectations: list[ExpectationResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.error is None and all(r.met for r in self.invariants.values())
+        return (self.error is None and all(r.met for r in self.invariants.values())
+                and all(s.status == "ok" or s.optional for s in self.steps)
+                and all(e.met for e in self.expectations))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -88,6 +127,7 @@ class ScenarioResult:
             "expectations": {"hold": list(self.hold), "violate": list(self.violate)},
             "invariants": {n: r.as_dict() for n, r in self.invariants.items()},
             "steps": [s.as_dict() for s in self.steps],
+            "expectations": [e.as_dict() for e in self.expectations],
         }
 
 

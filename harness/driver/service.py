@@ -42,6 +42,7 @@ from ..grpcapi import (
 )
 from ..paths import DEFAULT_DRIVER, NodeDirs
 from .faults import FaultControl
+from .inflight import CallsInFlight
 from .mutants import get_mutant
 from .plugin import ClaimRef, FakeDriver, KubeClaims
 from .slices import SlicePublisher
@@ -72,14 +73,17 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 class _DraServicer:
     """NodePrepareResources / NodeUnprepareResources for one API version (same messages in both)."""
 
-    def __init__(self, driver: FakeDriver, pb: ModuleType) -> None:
+    def __init__(self, driver: FakeDriver, pb: ModuleType, calls: CallsInFlight) -> None:
         self.driver = driver
         self.pb = pb
+        self.calls = calls
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = [ClaimRef(c.uid, c.namespace, c.name) for c in request.claims]
         resp = self.pb.NodePrepareResourcesResponse()
-        for uid, result in self.driver.prepare(refs).items():
+        with self.calls.call():
+            results = self.driver.prepare(refs)
+        for uid, result in results.items():
             entry = resp.claims[uid]
             if result.error:
                 entry.error = result.error
@@ -93,7 +97,9 @@ class _DraServicer:
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = [ClaimRef(c.uid, c.namespace, c.name) for c in request.claims]
         resp = self.pb.NodeUnprepareResourcesResponse()
-        for uid, error in self.driver.unprepare(refs).items():
+        with self.calls.call():
+            results = self.driver.unprepare(refs)
+        for uid, error in results.items():
             entry = resp.claims[uid]
             if error:
                 entry.error = error
@@ -101,13 +107,13 @@ class _DraServicer:
 
 
 class _DraV1(_DraServicer, dra_v1_pb2_grpc.DRAPluginServicer):
-    def __init__(self, driver: FakeDriver) -> None:
-        super().__init__(driver, dra_v1_pb2)
+    def __init__(self, driver: FakeDriver, calls: CallsInFlight) -> None:
+        super().__init__(driver, dra_v1_pb2, calls)
 
 
 class _DraV1beta1(_DraServicer, dra_v1beta1_pb2_grpc.DRAPluginServicer):
-    def __init__(self, driver: FakeDriver) -> None:
-        super().__init__(driver, dra_v1beta1_pb2)
+    def __init__(self, driver: FakeDriver, calls: CallsInFlight) -> None:
+        super().__init__(driver, dra_v1beta1_pb2, calls)
 
 
 class _Registration(pluginregistration_pb2_grpc.RegistrationServicer):
@@ -204,8 +210,9 @@ class PluginServer:
         self.stopping = threading.Event()
         self.registration = _Registration(driver.driver, dra_socket)
         self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dra"))
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1(driver), self._dra)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1beta1(driver), self._dra)
+        calls = CallsInFlight(driver.plugin_dir)
+        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1(driver, calls), self._dra)
+        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1beta1(driver, calls), self._dra)
         health_grpc.add_DRAResourceHealthServicer_to_server(_Health(driver, health_interval, self.stopping), self._dra)
         self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
         pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
