@@ -76,3 +76,22 @@ def test_scenario_meets_its_expectations(path: Path, tmp_path: Path) -> None:
         assert down.ran < fd.ran < down.finished, "the force-delete must happen while the driver is down"
     if scenario.name == "gang-deadlock-gang-scheduling":
         assert [e.met for e in result.expectations if e.kind == "progress"] == [True]
+
+
+@pytest.mark.cluster
+def test_the_gang_scheduling_fix_fails_when_no_gang_ever_runs(tmp_path: Path) -> None:
+    """Detection power of expect.progress: the same fix scenario where no gang can fit (3 GPUs per
+    pod on 4-GPU nodes) holds every invariant by doing nothing, and must fail for that reason."""
+    from draguard.harness.scenario import parse_scenario
+
+    path = ROOT / "scenarios" / "gang-deadlock-gang-scheduling.yaml"
+    text = path.read_text().replace("{name: gpu, deviceClassName: gpu.draguard.dev, count: 2}",
+                                    "{name: gpu, deviceClassName: gpu.draguard.dev, count: 3}")
+    text = text.replace("settle: {timeout: 20s, cleanup: 30s}", "settle: {timeout: 8s, cleanup: 20s}")
+    scenario = parse_scenario(text, str(path))
+    result = Runner(scenario, RunOptions(backend="local", report_dir=tmp_path)).run()
+    assert result.error is None, result.error
+    assert all(r.met for r in result.invariants.values()), "nothing ran, so every invariant holds"
+    [progress] = result.expectations
+    assert not progress.met and progress.detail == "never reached during the run"
+    assert not result.ok
