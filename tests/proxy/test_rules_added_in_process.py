@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from draguard.harness.proxy.faults import Action, ClaimInfo, FaultRule, FaultSet
+from draguard.harness.grpcapi.plugin import ClaimRef
+from draguard.harness.proxy.faults import Action, FaultRule, FaultSet
 
-CLAIM = [ClaimInfo(namespace="ns", name="c", uid="u")]
+CLAIM = [ClaimRef(namespace="ns", name="c", uid="u")]
 
 
 def test_adding_a_rule_keeps_the_counts_and_budgets_of_the_others() -> None:
