@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from ..cluster.local import ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
-from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, evaluate, judged
+from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
@@ -53,7 +53,7 @@ from .journal import RUN_LABEL, Journal, delete_labelled
 from .observe import Observer, Timeline
 from .timeline import StepRun, TimelinePlayer
 
-__all__ = ["Runner", "RunOptions", "step_status"]
+__all__ = ["Runner", "RunOptions", "step_status", "evidence_matches", "record_breaches"]
 
 
 @dataclass(frozen=True)
@@ -452,20 +452,11 @@ class Runner:
         judgment after judgment; it is reported from the time it started."""
         with self._judge_lock:
             snap = self.snapshot()
-            results = evaluate(snap, names)
-            for name, violations in results.items():
+            for name, violations in evaluate(snap, names).items():
                 self.checked.add(name)
-                present = set()
-                for v in violations:
-                    key = v.key or v.message
-                    present.add((name, key))
-                    started = self._first_seen.setdefault((name, key), v.time)
-                    if snap.time - started < v.grace or key in self.violations[name]:
-                        continue
-                    self.violations[name][key] = Evidence(v.message, tuple(v.objects), tuple(v.devices), round(started, 3))
-                    self.timeline.add("invariant", name, self.scenario.name, "violated", v.message)
-                for seen in [k for k in self._first_seen if k[0] == name and k not in present]:
-                    del self._first_seen[seen]  # the breach ended before its grace period: it starts over
+                for key, evidence in record_breaches(name, violations, snap.time, self._first_seen,
+                                                     self.violations[name]):
+                    self.timeline.add("invariant", name, self.scenario.name, "violated", evidence.message)
 
     def _check_continuously(self) -> None:
         names = judged("continuously")
@@ -551,6 +542,28 @@ class Runner:
     def _h(self) -> RunHandles:
         assert self._handles is not None
         return self._handles
+
+
+def record_breaches(name: str, violations: list[Violation], now: float, first_seen: dict[tuple[str, str], float],
+                    recorded: dict[str, Evidence]) -> list[tuple[str, Evidence]]:
+    """Fold one judgment of invariant ``name`` into ``recorded`` (key -> evidence); returns what is new.
+
+    A breach counts once it has lasted its grace period, seen judgment after judgment (``first_seen``
+    remembers when each started); it is recorded with the time it started. A breach gone from a
+    judgment before its grace period ran out starts over."""
+    new: list[tuple[str, Evidence]] = []
+    present = set()
+    for v in violations:
+        key = v.key or v.message
+        present.add((name, key))
+        started = first_seen.setdefault((name, key), v.time)
+        if now - started < v.grace or key in recorded:
+            continue
+        recorded[key] = Evidence(v.message, tuple(v.objects), tuple(v.devices), round(started, 3))
+        new.append((key, recorded[key]))
+    for seen in [k for k in first_seen if k[0] == name and k not in present]:
+        del first_seen[seen]
+    return new
 
 
 def step_status(run: StepRun, fired: int | None) -> StepStatus:

@@ -10,7 +10,7 @@ import threading
 import time
 from datetime import timedelta
 
-from draguard.harness.result import ScenarioResult, StepResult
+from draguard.harness.result import Evidence, ScenarioResult, StepResult
 from draguard.harness.runner.runner import step_status
 from draguard.harness.runner.timeline import StepRun, TimelinePlayer
 from draguard.harness.scenario.types import After, Condition, Step
@@ -125,3 +125,24 @@ def test_a_failed_step_fails_the_scenario_unless_it_is_optional() -> None:
     d = result.as_dict()["steps"][0]
     assert {k: d[k] for k in ("status", "optional", "fired", "due", "ran", "finished")} == {
         "status": "not-fired", "optional": True, "fired": None, "due": None, "ran": None, "finished": None}
+
+
+def test_a_breach_with_a_grace_period_counts_once_it_lasted_that_long_from_when_it_started() -> None:
+    from draguard.harness.invariants import Violation
+    from draguard.harness.runner.runner import record_breaches
+
+    def partial(t: float, grace: float = 30.0) -> Violation:
+        return Violation("gang-atomic", f"gang partial at {t}", ("Pod/ns/a-0",), (), t, key="gang a", grace=grace)
+
+    seen: dict[tuple[str, str], float] = {}
+    recorded: dict[str, Evidence] = {}
+    assert record_breaches("gang-atomic", [partial(5.0)], 5.0, seen, recorded) == []
+    assert record_breaches("gang-atomic", [partial(20.0)], 20.0, seen, recorded) == []
+    assert record_breaches("gang-atomic", [], 21.0, seen, recorded) == []  # it healed: starts over
+    assert record_breaches("gang-atomic", [partial(40.0)], 40.0, seen, recorded) == []
+    [(key, evidence)] = record_breaches("gang-atomic", [partial(71.0)], 71.0, seen, recorded)
+    assert key == "gang a" and evidence.time == 40.0 and evidence.message == "gang partial at 71.0"
+    assert record_breaches("gang-atomic", [partial(72.0)], 72.0, seen, recorded) == []  # once
+    # no grace (a settled gang): at once
+    [(_, now)] = record_breaches("gang-atomic", [Violation("gang-atomic", "b", key="gang b", time=3.0)], 3.0, seen, {})
+    assert now.time == 3.0
