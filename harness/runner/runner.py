@@ -369,12 +369,12 @@ class Runner:
                 return False
             return all(not self._driver_state(n).prepared for n in h.drivers) and not self._calls_in_flight()
 
+        deadline = time.monotonic() + timeout
         gone = h.observer.wait_for(quiet, timeout)
         # A prepare that outlived its caller (the kubelet gives up after 45 s) still completes and
-        # changes the node: judge only once no driver has a call in flight.
+        # changes the node: judge only once no driver has a call in flight (within the same timeout).
         from ..driver.inflight import in_flight
 
-        deadline = time.monotonic() + timeout
         while self._calls_in_flight() and time.monotonic() < deadline:
             time.sleep(0.2)
         busy = {n: in_flight(p.plugin_dir) for n, p in h.drivers.items() if in_flight(p.plugin_dir)}
