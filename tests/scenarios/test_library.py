@@ -1,15 +1,25 @@
 """Every scenario in scenarios/ runs on the local backend and meets its own expectations, for the
 right reason: each step ran on time and its fault fired, the expected progress happened, and every
-expected violation carries the evidence listed here (independently of the scenario file)."""
+expected violation carries the evidence listed here (independently of the scenario file).
+
+Each run is rendered as JSON, JUnit and HTML into the test's tmp folder; when ``DRAGUARD_CI_REPORTS``
+names a folder (``.ci/run`` sets it), the whole library run is rendered there once at the end
+(``verdict.json``, ``junit.xml``, ``report.html``) for CI.
+"""
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
-from draguard.harness.result import ScenarioResult
+from draguard import reports
+from draguard.harness.environment import run_environment
+from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
 
@@ -48,22 +58,35 @@ def test_every_incident_scenario_has_its_expected_evidence_listed() -> None:
         assert sc.expect.evidence, f"{name} must name in expect.evidence what its violation carries"
 
 
+@pytest.fixture(scope="module")
+def library_run() -> Iterator[RunResult]:
+    run = RunResult("library", environment={**run_environment(), "started": time.time()})
+    yield run
+    out = os.environ.get("DRAGUARD_CI_REPORTS")
+    if out and run.scenarios:
+        run.environment["ended"] = time.time()
+        reports.render(run, Path(out), ["json", "junit", "html"])
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_scenario_meets_its_expectations(path: Path, tmp_path: Path) -> None:
+def test_scenario_meets_its_expectations(path: Path, tmp_path: Path, library_run: RunResult) -> None:
     scenario = load_scenario(path)
     result = Runner(scenario, RunOptions(backend="local", report_dir=tmp_path)).run()
+    assert not (tmp_path / "verdict.json").exists(), "the runner writes no report files itself"
+    library_run.scenarios.append(result)
+    reports.render(RunResult(scenario.name, [result]), tmp_path, ["json", "junit", "html"])
     problems = [f"{n}: expected {r.expected}, was {r.status}: {[v.message for v in r.violations][:3]}"
                 for n, r in result.invariants.items() if not r.met]
     assert result.error is None, result.error
-    assert (tmp_path / scenario.name / "verdict.json").exists()
-    assert (tmp_path / scenario.name / "timeline.json").exists()
+    assert (tmp_path / "verdict.json").exists() and (tmp_path / scenario.name / "timeline.json").exists()
+    assert (tmp_path / "junit.xml").exists() and (tmp_path / "report.html").exists()
     steps = [(s.name, s.status, s.detail) for s in result.steps if s.status != "ok"]
     assert not steps, steps
     for s in result.steps:
         assert s.ran is not None and s.finished is not None and s.ran <= s.finished
         assert s.fired is None or s.fired > 0
-    unmet = [(e.rule, e.detail) for e in result.expectations if not e.met]
+    unmet = [(e.rule, e.detail) for e in result.expectation_results if not e.met]
     assert not unmet, unmet
     assert result.ok, problems
     for invariant, texts in EVIDENCE.get(scenario.name, {}).items():
@@ -75,7 +98,7 @@ def test_scenario_meets_its_expectations(path: Path, tmp_path: Path) -> None:
         assert down.ran is not None and down.finished is not None and fd.ran is not None
         assert down.ran < fd.ran < down.finished, "the force-delete must happen while the driver is down"
     if scenario.name == "gang-deadlock-gang-scheduling":
-        assert [e.met for e in result.expectations if e.kind == "progress"] == [True]
+        assert [e.met for e in result.expectation_results if e.kind == "progress"] == [True]
 
 
 @pytest.mark.cluster
@@ -92,6 +115,6 @@ def test_the_gang_scheduling_fix_fails_when_no_gang_ever_runs(tmp_path: Path) ->
     result = Runner(scenario, RunOptions(backend="local", report_dir=tmp_path)).run()
     assert result.error is None, result.error
     assert all(r.met for r in result.invariants.values()), "nothing ran, so every invariant holds"
-    [progress] = result.expectations
+    [progress] = result.expectation_results
     assert not progress.met and progress.detail == "never reached during the run"
     assert not result.ok
