@@ -125,7 +125,7 @@ class Registry(Generic[T]):
                         f"{self.kind} {name!r} on {where}: params model {params.__qualname__} accepts unknown keys; "
                         "set model_config = ConfigDict(extra='forbid') so typos in scenario files are caught"
                     )
-            for need in meta.get("needs", ()):
+            for need in meta.get("needs", ()) if self.kind == "fault" else ():
                 if need not in CAPABILITIES:
                     raise DefinitionError(
                         f"{self.kind} {name!r} on {where}: needs={need!r} is not a capability; "
