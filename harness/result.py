@@ -308,7 +308,11 @@ class RunResult:
     def exit_code(self) -> int:
         """0 all passed, 1 something failed, 2 the input or the environment was unusable somewhere."""
         codes = [s.exit_code for s in self.scenarios]
-        codes += [errors.EXIT_FAILED for c in self.checks if c.status in ("failed", "error")]
+        statuses = {c.status for c in self.checks}
+        if "failed" in statuses:
+            codes.append(errors.EXIT_FAILED)
+        elif "error" in statuses:  # a check that could not run: the environment, unless another check failed
+            codes.append(errors.EXIT_USAGE)
         if not self.scenarios and not self.checks:
             codes.append(errors.EXIT_USAGE)
         return max(codes, default=errors.EXIT_OK)
