@@ -26,4 +26,5 @@ def evict(ctx: StepContext, params: EvictParams | None) -> None:
         if params.grace_seconds is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": params.grace_seconds}
         ctx.kube.request("POST", ctx.kube.path("Pod", md["name"], md["namespace"], "eviction"), body=body)
+        ctx.fired()
         ctx.note(f"evicted {name(pod)}")

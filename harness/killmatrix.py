@@ -110,9 +110,13 @@ def judge(scenario: Scenario, mutant: str | None, result: ScenarioResult) -> Cel
             detectors.append(f"invariant:{inv}")
             evidence += [f"{inv}: {v.message}" for v in r.violations[:2]]
     for step in result.steps:
-        if not step.ok:
+        if not step.optional and (not step.ok or step.status != "ok"):
             detectors.append(f"step:{step.name}")
-            evidence.append(f"step {step.name}: {step.detail}")
+            evidence.append(f"step {step.name} ({step.status}): {step.detail}")
+    for exp in result.expectation_results:
+        if not exp.met:  # progress that did not happen, or a violation without the evidence it must carry
+            detectors.append(f"expect:{exp.kind}")
+            evidence.append(f"{exp.kind} {exp.rule}: {exp.detail}")
     for inv in violate:
         r = result.invariants.get(inv)
         if r is not None and r.status != "violated":

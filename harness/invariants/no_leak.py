@@ -119,6 +119,7 @@ def _gpus(snapshot: Snapshot) -> list[Violation]:
 
 
 @INVARIANTS.register(NAME, summary="Once consumers are gone, no allocation, reservation, prepared claim, CDI spec "
-                     "or GPU memory is left, and the device inventory is back to its starting count.")  # fmt: skip
+                     "or GPU memory is left, and the device inventory is back to its starting count.",
+                     judged="after-cleanup")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     return _consumers(snapshot) + _stuck_deleting(snapshot) + _drivers(snapshot) + _inventory(snapshot) + _gpus(snapshot)

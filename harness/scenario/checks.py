@@ -252,15 +252,40 @@ class _Checker:
             if isinstance(name, str) and name not in names:
                 self.add(path + ("requests", r), self._unknown("request", name, names))
 
+    def capabilities(self) -> dict[str, str]:
+        """What this scenario's run can do -> why not, for each capability it lacks."""
+        cluster = _dict(self.spec.get("cluster"))
+        driver = _dict(self.spec.get("driver"))
+        lacks: dict[str, str] = {}
+        if self.driver_kind != "fake":
+            lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
+            lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
+        if (_str(cluster.get("backend")) or "local") != "local":
+            lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
+        if driver.get("interpose") is not True:
+            lacks["interposer"] = "spec.driver.interpose is not true"
+        return lacks
+
     def timeline(self) -> None:
         steps = _list(self.spec.get("timeline"))
         self.extend(_unique(steps, "name", ("spec", "timeline"), "step name"))
+        earlier: list[str] = []
         for i, raw in enumerate(steps):
             if isinstance(raw, dict):
-                self.step(raw, ("spec", "timeline", i))
+                self.step(raw, ("spec", "timeline", i), earlier)
+                earlier.append(_str(raw.get("name")) or f"{i}-{raw.get('fault')}")
 
-    def step(self, step: dict[str, Any], path: Path) -> None:
-        self.extend(_exactly_one(step, ("at", "when"), path))
+    def step(self, step: dict[str, Any], path: Path, earlier: list[str] | None = None) -> None:
+        self.extend(_exactly_one(step, ("at", "when", "after"), path))
+        after = step.get("after")
+        if isinstance(after, dict) and isinstance(after.get("step"), str) and earlier is not None:
+            if after["step"] not in earlier:
+                self.add(path + ("after", "step"), self._unknown("earlier step", after["step"], earlier,
+                         hint="a step can only follow one listed before it"))  # fmt: skip
+        for key in ("timeout",):
+            if step.get(key) is not None and step.get("at") is not None:
+                self.add(path + (key,), f"{key!r} is for 'when' and 'after' steps; an 'at' step has no condition",
+                         on_key=True)  # fmt: skip
         when = step.get("when")
         if isinstance(when, dict):
             workload = self.workload_ref(when, path + ("when",))
@@ -281,7 +306,12 @@ class _Checker:
             known = ", ".join(names) or "none registered (is draguard.chaos imported?)"
             self.add(path + ("fault",), f"unknown fault kind {kind!r}; {guess}known: {known}")
             return
-        params_model = self.faults.get(kind).params
+        entry = self.faults.get(kind)
+        lacks = self.capabilities()
+        for need in entry.meta.get("needs", ()):
+            if need in lacks:
+                self.add(path + ("fault",), f"fault {kind!r} cannot run here: it needs {need}, but {lacks[need]}")
+        params_model = entry.params
         params = step.get("params", {})
         if not isinstance(params, dict):
             return  # the schema pass reports it
@@ -289,6 +319,9 @@ class _Checker:
             if params:
                 self.add(path + ("params",), f"fault {kind!r} takes no params")
             return
+        arriving = params.get("workload")
+        if isinstance(arriving, str) and arriving not in self.workloads:
+            self.add(path + ("params", "workload"), self._unknown("workload", arriving, self.workloads))
         try:
             params_model.model_validate(params)
         except ValidationError as exc:
@@ -343,6 +376,43 @@ class _Checker:
         for i, name in enumerate(lists["violate"]):
             if isinstance(name, str) and name in lists["hold"]:
                 self.add(("spec", "expect", "violate", i), f"invariant {name!r} cannot both hold and be violated")
+        for i, raw in enumerate(_list(expect.get("evidence"))):
+            item = _dict(raw)
+            path: Path = ("spec", "expect", "evidence", i)
+            inv = _str(item.get("invariant"))
+            if inv is not None and inv not in lists["violate"]:
+                self.add(path + ("invariant",), f"evidence is for violations: list {inv!r} in expect.violate first")
+            if isinstance(raw, dict) and not any(item.get(k) is not None for k in ("workload", "claim", "node", "device")):
+                self.add(path, "name what the violation must carry: one of 'workload', 'claim', 'node', 'device'")
+            workload = self.workload_ref(item, path)
+            for key in ("member", "claim"):
+                if item.get(key) is not None and item.get("workload") is None:
+                    self.add(path + (key,), f"{key!r} needs 'workload'", on_key=True)
+            member = _int(item.get("member"))
+            replicas = _int(_dict(workload).get("replicas"))
+            if member is not None and replicas is not None and member >= replicas:
+                self.add(path + ("member",), f"expected a member index from 0 to {replicas - 1}, got {member}")
+            claim = _str(item.get("claim"))
+            if claim is not None and workload is not None:
+                claims = {n for c in _list(workload.get("claims")) if (n := _str(_dict(c).get("name"))) is not None}
+                if claim not in claims:
+                    self.add(path + ("claim",), self._unknown(f"claim of workload {workload.get('name')!r}", claim, claims))
+            node = _str(item.get("node"))
+            if node is not None and self.node_names and node not in self.node_names:
+                self.add(path + ("node",), self._unknown("node", node, self.node_names))
+        for i, raw in enumerate(_list(expect.get("progress"))):
+            item = _dict(raw)
+            path = ("spec", "expect", "progress", i)
+            count = _int(item.get("count"))
+            for j, name in enumerate(_list(item.get("workloads"))):
+                if not isinstance(name, str):
+                    continue
+                if name not in self.workloads:
+                    self.add(path + ("workloads", j), self._unknown("workload", name, self.workloads))
+                    continue
+                replicas = _int(_dict(self.workloads[name]).get("replicas"))
+                if count is not None and replicas is not None and count > replicas:
+                    self.add(path + ("count",), f"expected at most the replicas of {name} ({replicas}), got {count}")
 
     @staticmethod
     def _unknown(what: str, name: str, known: Any, hint: str = "") -> str:

@@ -79,6 +79,10 @@ __all__ = [
     "SharingSpec",
     "OpaqueConfigSpec",
     "StepSpec",
+    "AfterSpec",
+    "TimingSpec",
+    "EvidenceSpec",
+    "ProgressSpec",
     "ConditionSpec",
     "TargetSpec",
     "SettleSpec",
@@ -451,8 +455,16 @@ class TargetSpec(_Model):
     """A device name on the targeted node."""
 
 
+class AfterSpec(_Model):
+    step: DnsLabel
+    """The name of an earlier step (``<index>-<fault>`` when it has none)."""
+    delay: Duration = timedelta(0)
+    """How long after that step started."""
+
+
 class StepSpec(_Model):
-    """Exactly one of ``at`` or ``when``."""
+    """Exactly one of ``at``, ``when`` or ``after``. Every step runs on its own: a step that lasts
+    (``duration``) never delays another."""
 
     name: DnsLabel | None = None
     """Step name for reports (default ``<index>-<fault>``)."""
@@ -460,6 +472,15 @@ class StepSpec(_Model):
     """Time after the workloads are created."""
     when: ConditionSpec | None = None
     """Run as soon as this condition is reached."""
+    after: AfterSpec | None = None
+    """Run this long after another step started (e.g. while that step's fault is still on)."""
+    tolerance: PositiveDuration | None = None
+    """How late the step may start after it was due before it fails the scenario (default
+    ``spec.timing.stepTolerance``)."""
+    timeout: PositiveDuration | None = None
+    """How long a ``when``/``after`` step waits for its condition (default ``spec.timing.conditionTimeout``)."""
+    optional: bool = False
+    """Whether the scenario still passes if this step errs, runs late, never runs or never fires."""
     fault: FaultKind
     """The fault kind (see ``draguard schema`` for the known kinds)."""
     target: TargetSpec | None = None
@@ -475,11 +496,54 @@ class SettleSpec(_Model):
     """How long consumers may take to go after deletion before ``no-leak`` judges."""
 
 
+class TimingSpec(_Model):
+    step_tolerance: PositiveDuration = timedelta(seconds=3)
+    """How late a step may start after it was due (``at``/``after``) before it fails the scenario."""
+    condition_timeout: PositiveDuration = timedelta(minutes=2)
+    """How long a ``when``/``after`` step waits for its condition before it counts as never run."""
+    gang_grace: PositiveDuration = timedelta(seconds=30)
+    """How long a gang may stay partial while the run goes on before ``gang-atomic`` reports it."""
+
+
+class EvidenceSpec(_Model):
+    """A violation of ``invariant`` must name these (at least one of workload, claim, node, device)."""
+
+    invariant: str
+    """An invariant listed in ``violate``."""
+    workload: DnsLabel | None = None
+    """A pod of this workload must be among the violation's objects."""
+    member: int | None = Field(default=None, ge=0)
+    """...this member of it (needs ``workload``)."""
+    claim: DnsLabel | None = None
+    """A claim of ``workload`` (its claim name) must be among the objects."""
+    node: DnsSubdomain | None = None
+    """A device of this node (pool) must be among the violation's devices."""
+    device: DnsLabel | None = None
+    """This device must be among the violation's devices."""
+
+
+class ProgressSpec(_Model):
+    """Progress that must be seen at some moment of the run, so that a fix cannot pass by doing nothing."""
+
+    workloads: list[DnsLabel] = Field(min_length=1)
+    """The workloads that must get there."""
+    phase: PodPhase = "Running"
+    """The phase their pods reach (``Scheduled``: bound to a node)."""
+    count: int | None = Field(default=None, ge=1)
+    """How many members of each (default: all replicas)."""
+    need: Literal["all", "any"] = "all"
+    """Whether every listed workload must get there, or any one of them (the winner of a race)."""
+
+
 class ExpectSpec(_Model):
     hold: list[str] | None = None
     """Invariants that must hold (default: every invariant not listed in ``violate``)."""
     violate: list[str] = []
     """Invariants an incident reproduction must show violated."""
+    evidence: list[EvidenceSpec] = Field(default=[], max_length=32)
+    """What a violation must name to count: the reason, not just the invariant."""
+    progress: list[ProgressSpec] = Field(default=[], max_length=32)
+    """Progress that must happen during the run."""
 
 
 class ScenarioSpec(_Model):
@@ -499,6 +563,8 @@ class ScenarioSpec(_Model):
     """Chaos steps."""
     settle: SettleSpec = SettleSpec()
     """Settle and cleanup timeouts."""
+    timing: TimingSpec = TimingSpec()
+    """Step tolerance, condition timeout and gang grace period."""
     expect: ExpectSpec = ExpectSpec()
     """Invariants that must hold, and violations an incident reproduction must show."""
 
