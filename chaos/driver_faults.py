@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from draguard.harness.driver import faults as driver_faults
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
@@ -28,14 +30,14 @@ if TYPE_CHECKING:
 
 
 class CountParams(Params):
-    count: int | None = None
+    count: int | None = Field(default=None, ge=1, le=1_000_000)
     """How many times it fails; omit for every time (until the scenario ends)."""
 
 
 class HangParams(Params):
-    seconds: float = 30.0
+    seconds: float = Field(default=30.0, ge=0, le=3600)
     """How long each prepare call hangs."""
-    count: int | None = None
+    count: int | None = Field(default=None, ge=1, le=1_000_000)
     """How many calls hang; omit for every call."""
 
 
