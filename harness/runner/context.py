@@ -25,6 +25,7 @@ from .observe import Observer, Timeline
 
 if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
+    from ..driver.host import DriverHostProcess
     from ..driver.process import FakeDriverProcess
     from ..nodes.process import FakeNodesProcess
     from ..proxy.interposer import Interposer
@@ -47,6 +48,9 @@ class RunHandles:
     cluster: LocalCluster | None = None
     drivers: dict[str, FakeDriverProcess] = field(default_factory=dict)
     nodes: FakeNodesProcess | None = None
+    driver_host: DriverHostProcess | None = None
+    """The one process serving every node's fake driver (``driver.hosting: shared``); ``drivers`` then
+    holds a handle per node on it."""
     undo: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
     deploy_workload: Callable[[str], None] | None = None
     """Creates the pods of a workload held back for a later step (``preempt``)."""

@@ -28,19 +28,20 @@ import random
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..cluster.local import ClusterConfig, LocalCluster
+from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
 from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, evaluate
 from ..kube import ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
 from ..result import Evidence, InvariantResult, ScenarioResult, Status, StepResult
-from ..scenario.types import Condition, Scenario, Step, Topology
+from ..scenario.types import PER_NODE_UP_TO, Condition, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
 from .journal import RUN_LABEL, Journal, delete_labelled
@@ -150,6 +151,9 @@ class Runner:
         config = ClusterConfig(
             feature_gates=dict(spec.feature_gates),
             runtime_config={k: "true" if v else "false" for k, v in spec.runtime_config.items()},
+            client_qps=spec.client_qps or DEFAULT_CLIENT_QPS,
+            client_burst=spec.client_burst or DEFAULT_CLIENT_BURST,
+            max_requests_inflight=spec.max_requests_inflight,
         )
         cluster = LocalCluster(f"run-{self.run_id}", config, bin_dir=self.options.bin_dir, progress=self.options.progress)
         t0 = time.monotonic()
@@ -197,19 +201,42 @@ class Runner:
         if h.nodes.pid:
             h.journal.process(h.nodes.pid, "draguard nodes")
         self.log(f"{len(names)} fake node(s) registered")
+        started = time.monotonic()
+        node_topology: dict[str, Path] = {}
         for node in sc.nodes:
-            topo = h.node_root / f"{node.name}.topology.json"
-            topo.write_text(json.dumps(topology_file(node.topology, node.name)))
-            proc = FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
-                                     topology=topo, mutant=sc.driver.mutant)
-            proc.start()
-            if proc.pid:
-                h.journal.process(proc.pid, f"fake driver on {node.name}")
-            h.drivers[node.name] = proc
-        self._wait_slices(set(names), timeout=60)
+            node_topology[node.name] = h.node_root / f"{node.name}.topology.json"
+            node_topology[node.name].write_text(json.dumps(topology_file(node.topology, node.name)))
+        hosting = sc.driver.hosting
+        if hosting == "auto":
+            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO else "shared"
+        if hosting == "shared":
+            from ..driver.host import DriverHostProcess, HostedNode
+
+            host = DriverHostProcess(kubeconfig, driver_root, [
+                HostedNode(n.name, str(node_topology[n.name]), None, sc.driver.mutant) for n in sc.nodes
+            ], driver=sc.driver.name)  # fmt: skip
+            h.driver_host = host
+            host.start()
+            if host.pid:
+                h.journal.process(host.pid, f"fake driver host for {len(sc.nodes)} nodes")
+            h.drivers.update(host.handles())
+        else:
+            procs = [FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
+                                       topology=node_topology[node.name], mutant=sc.driver.mutant)
+                     for node in sc.nodes]  # fmt: skip
+            # Started together (each takes a second or more to import its libraries), then awaited.
+            with ThreadPoolExecutor(8) as pool:
+                for proc, error in zip(procs, pool.map(_start, procs)):
+                    if proc.pid:
+                        h.journal.process(proc.pid, f"fake driver on {proc.node}")
+                    h.drivers[proc.node] = proc
+                    if error is not None:
+                        raise error
+        self._wait_slices(set(names), timeout=max(60, len(names) / 5))
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
-                 + (", behind the gRPC interposer" if h.interposer else ""))
+                 + (", behind the gRPC interposer" if h.interposer else "")
+                 + f" ({hosting}, {time.monotonic() - started:.1f}s)")
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -352,8 +379,11 @@ class Runner:
             self._timeline_snapshot = h.timeline.as_list()
             if cluster is None:  # a shared cluster: remove exactly what this run created
                 delete_labelled(h.kube, self.run_id)
-            for proc in h.drivers.values():
-                proc.stop()
+            if h.driver_host is not None:
+                h.driver_host.stop()
+            else:
+                for proc in h.drivers.values():
+                    proc.stop()
             if h.nodes is not None:
                 h.nodes.stop()
             if h.interposer is not None:
@@ -437,6 +467,14 @@ class Runner:
     def _h(self) -> RunHandles:
         assert self.handles is not None
         return self.handles
+
+
+def _start(proc: Any) -> HarnessError | None:
+    try:
+        proc.start()
+        return None
+    except HarnessError as exc:
+        return exc
 
 
 def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:

@@ -129,6 +129,11 @@ class _Checker:
             for key in ("kubeconfig", "context"):
                 if cluster.get(key) is not None:
                     self.add(("spec", "cluster", key), f"{key!r} needs backend: kubeconfig", on_key=True)
+        else:
+            for key in ("clientQps", "clientBurst", "maxRequestsInflight"):
+                if cluster.get(key) is not None:
+                    self.add(("spec", "cluster", key), f"{key!r} configures the local control plane; an existing "
+                             "cluster keeps its own", on_key=True)  # fmt: skip
 
     def driver(self) -> None:
         driver = _dict(self.spec.get("driver"))
@@ -138,6 +143,9 @@ class _Checker:
                 self.add(path, "missing 'deviceClass': the DeviceClass the external driver installs")
             if driver.get("mutant") is not None:
                 self.add(path + ("mutant",), "mutants exist for the fake driver only", on_key=True)
+            if driver.get("hosting") is not None:
+                self.add(path + ("hosting",), "'hosting' is how draguard runs its fake driver: fake driver only",
+                         on_key=True)  # fmt: skip
             if driver.get("interpose") is True:
                 self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
                          "fake driver only", on_key=True)  # fmt: skip

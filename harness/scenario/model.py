@@ -39,6 +39,7 @@ from draguard.harness.scenario.types import (
     AttributeValue,
     Backend,
     ClaimSource,
+    DriverHosting,
     DriverKind,
     GangPolicy,
     Member,
@@ -107,6 +108,8 @@ MAX_EXTENDED_RESOURCE = 128
 MAX_SECONDS = 366 * 24 * 3600
 """Whole-second fields such as ``tolerationSeconds`` (one year)."""
 MAX_SEED = 2**63 - 1
+MAX_CLIENT_QPS = 100_000
+"""The local control plane's client rate limits and in-flight requests."""
 
 LIMITS: dict[str, int] = {
     "nodes[].count": MAX_NODES_PER_GROUP,
@@ -268,6 +271,12 @@ class ClusterSpec(_Model):
     """Kubernetes feature gates, set on every component, e.g. ``{GenericWorkload: true}`` for gang scheduling."""
     runtime_config: dict[str, bool] = {}
     """Extra kube-apiserver ``--runtime-config`` entries, e.g. ``{scheduling.k8s.io/v1beta1: true}``."""
+    client_qps: int | None = Field(default=None, ge=1, le=MAX_CLIENT_QPS)
+    """``--kube-api-qps`` of the local scheduler and controller manager (``local`` only; default 500)."""
+    client_burst: int | None = Field(default=None, ge=1, le=MAX_CLIENT_QPS)
+    """``--kube-api-burst`` of the local scheduler and controller manager (``local`` only; default 1000)."""
+    max_requests_inflight: int | None = Field(default=None, ge=2, le=MAX_CLIENT_QPS)
+    """kube-apiserver ``--max-requests-inflight`` (``local`` only; mutating gets half; default: the apiserver's)."""
 
 
 class DriverSpec(_Model):
@@ -282,6 +291,10 @@ class DriverSpec(_Model):
     interpose: bool = False
     """Put the gRPC interposer between the fake nodes and the driver: every call is recorded into the
     report (``grpc-calls.jsonl``) and prepare/unprepare faults are injected there (``fake`` only)."""
+    hosting: DriverHosting = "auto"
+    """``per-node``: one fake driver process per node (fidelity: a crash or restart is a real process's);
+    ``shared``: one process serves every node's sockets, each node's state, checkpoint and faults kept
+    apart (hundreds of nodes in seconds); ``auto``: per-node up to 16 nodes, shared above (``fake`` only)."""
 
 
 class DeviceTaintSpec(_Model):
