@@ -70,10 +70,10 @@ class ClusterConfig:
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     runtime_config: Mapping[str, str] = field(default_factory=dict)
     node_monitor_grace_period: str = "20s"
-    client_qps: int = DEFAULT_CLIENT_QPS
-    """``--kube-api-qps`` of the scheduler and the controller manager (upstream defaults: 50 and 20)."""
-    client_burst: int = DEFAULT_CLIENT_BURST
-    """``--kube-api-burst`` of the scheduler and the controller manager (upstream defaults: 100 and 30)."""
+    client_qps: int | None = DEFAULT_CLIENT_QPS
+    """``--kube-api-qps`` of the scheduler and the controller manager; None: each keeps its upstream default (50, 20)."""
+    client_burst: int | None = DEFAULT_CLIENT_BURST
+    """``--kube-api-burst`` of the scheduler and the controller manager; None: upstream defaults (100, 30)."""
     max_requests_inflight: int | None = None
     """kube-apiserver ``--max-requests-inflight`` (mutating: half of it); None: the apiserver's default (400/200)."""
 
@@ -269,8 +269,8 @@ class LocalCluster:
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={self.ports[role]}",
-            f"--kube-api-qps={self.config.client_qps}",
-            f"--kube-api-burst={self.config.client_burst}",
+            *([f"--kube-api-qps={self.config.client_qps}"] if self.config.client_qps else []),
+            *([f"--kube-api-burst={self.config.client_burst}"] if self.config.client_burst else []),
         ]
 
     def _supervised(self, component: str) -> Supervised:
@@ -372,8 +372,8 @@ class LocalCluster:
         cluster.config = ClusterConfig(
             feature_gates=state.get("featureGates", {}),
             runtime_config=state.get("runtimeConfig", {}),
-            client_qps=int(state.get("clientQps", DEFAULT_CLIENT_QPS)),
-            client_burst=int(state.get("clientBurst", DEFAULT_CLIENT_BURST)),
+            client_qps=state.get("clientQps", DEFAULT_CLIENT_QPS),
+            client_burst=state.get("clientBurst", DEFAULT_CLIENT_BURST),
             max_requests_inflight=state.get("maxRequestsInflight"),
         )
         if state.get("binaries"):

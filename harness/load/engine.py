@@ -30,7 +30,10 @@ from ..errors import HarnessError
 from ..invariants import DeviceId, Snapshot, evaluate
 from ..kube import RUN_LABEL, Kube, Obj
 
-__all__ = ["LoadConfig", "LoadResult", "run_load", "KINDS", "BEHIND_RATIO", "CONTINUOUS"]
+LOAD_LABEL = "draguard.dev/load"
+"""Every object of one load carries it, with the load's id as value."""
+
+__all__ = ["LOAD_LABEL", "LoadConfig", "LoadResult", "run_load", "KINDS", "BEHIND_RATIO", "CONTINUOUS"]
 
 KINDS = ("gang", "template", "shared")
 BEHIND_RATIO = 0.9
@@ -62,6 +65,10 @@ class LoadConfig:
     cleanup_timeout: float = 60.0
     image: str = "registry.k8s.io/pause:3.10"
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    """The load's id (label ``draguard.dev/load``): what it selects, deletes and waits for."""
+    run_label: str | None = None
+    """Value of the run label (``draguard.dev/run``) on what it creates (default: ``run``); a load
+    inside a scenario uses the scenario run's, so the run's cleanup also finds its leftovers."""
 
     @property
     def user_count(self) -> int:
@@ -107,7 +114,7 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
     report = Path(config.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    labels = {RUN_LABEL: config.run}
+    labels = {RUN_LABEL: config.run_label or config.run, LOAD_LABEL: config.run}
     prefix = f"load-{config.run}"
     template = f"{prefix}-tpl"
     kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
@@ -116,7 +123,7 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
     inventory = _available(_snapshot(kube, config.namespace, frozenset(), t0))
     settings = {
         "kubeconfig": config.kubeconfig, "context": config.context, "namespace": config.namespace,
-        "run": config.run, "prefix": prefix, "template": template, "claim_spec": _claim_spec(config),
+        "run": config.run, "run_label": config.run_label or config.run, "prefix": prefix, "template": template, "claim_spec": _claim_spec(config),
         "rate": config.rate, "users": config.user_count, "duration": config.duration, "kinds": list(config.kinds),
         "gang_size": config.gang_size, "op_timeout": config.op_timeout, "workers": config.workers,
         "image": config.image, "report_dir": str(report),
@@ -160,14 +167,14 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
         stop.set()
         judging.join(timeout=30)
     # Everything the load made goes; then nothing may be left behind.
-    selector = f"{RUN_LABEL}={config.run}"
+    selector = f"{LOAD_LABEL}={config.run}"
     for kind in ("Pod", "ResourceClaim", "ResourceClaimTemplate"):
         for obj in kube.items(kind, config.namespace, label_selector=selector):
             kube.delete(kind, obj["metadata"]["name"], config.namespace, grace_seconds=0)
     deadline = time.monotonic() + config.cleanup_timeout
     while time.monotonic() < deadline:
         if not kube.items("Pod", config.namespace, label_selector=selector) and not any(
-            c["metadata"].get("labels", {}).get(RUN_LABEL) == config.run
+            c["metadata"].get("labels", {}).get(LOAD_LABEL) == config.run
             for c in kube.items("ResourceClaim", config.namespace)
         ):
             break

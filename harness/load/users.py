@@ -28,6 +28,7 @@ import gevent
 from locust import User, constant_throughput, task
 
 from ..kube import RUN_LABEL, ApiError, Kube, Obj
+from .engine import LOAD_LABEL
 
 __all__ = ["ChurnUser", "Tracker", "settings", "OP_LABEL", "KIND_LABEL"]
 
@@ -55,7 +56,7 @@ class Tracker:
     def __init__(self, kube: Kube, namespace: str, run: str) -> None:
         self.kube = kube
         self.namespace = namespace
-        self.selector = f"{RUN_LABEL}={run}"
+        self.selector = f"{LOAD_LABEL}={run}"
         self.pods: dict[str, dict[str, Obj]] = {}
         """Operation -> pod name -> pod."""
         self.claims: dict[str, dict[str, Obj]] = {}
@@ -163,7 +164,7 @@ class ChurnUser(User):
         kube = tracker.kube
         op = f"{s['prefix']}-{kind[0]}{uuid.uuid4().hex[:8]}"
         size = 1 if kind == "template" else int(s["gang_size"])
-        labels = {RUN_LABEL: s["run"], OP_LABEL: op, KIND_LABEL: kind}
+        labels = {RUN_LABEL: s["run_label"], LOAD_LABEL: s["run"], OP_LABEL: op, KIND_LABEL: kind}
         ns = s["namespace"]
         started = time.monotonic()
         try:

@@ -58,6 +58,10 @@ class RunHandles:
     """The gRPC interposer between the fake nodes and the driver (``driver.interpose``)."""
     proxy_faults: Path | None = None
     """The interposer's fault file (JSON), which prepare/unprepare faults write when it is on."""
+    kubeconfig: str | None = None
+    """The kubeconfig of the run's cluster (for steps that start processes against it, e.g. ``load``)."""
+    report_dir: Path | None = None
+    """This scenario's report folder (``<report-dir>/<scenario>``), for steps that write evidence."""
 
     @property
     def driver_name(self) -> str:

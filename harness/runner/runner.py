@@ -109,6 +109,8 @@ class Runner:
             self.handles = RunHandles(self.run_id, self.scenario, kube, namespace, journal, self.timeline, observer,
                                       self._node_root(), cluster)
             self.handles.deploy_workload = self.create_workload_pods
+            self.handles.kubeconfig = str(cluster.kubeconfig) if cluster else self.options.kubeconfig
+            self.handles.report_dir = self.options.report_dir / self.scenario.name
             driver = self.scenario.driver.name
             observer.watch("Pod", namespace)
             observer.watch("ResourceClaim", namespace)
