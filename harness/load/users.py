@@ -192,7 +192,7 @@ class ChurnUser(User):
                                                                    for p in pods):  # fmt: skip
                 marks["prepared"] = True
                 at = max(tracker.prepared_at[p["metadata"]["name"]] for p in pods)
-                self._fire(kind, "prepared", started - (time.monotonic() - at))
+                self._fire(kind, "prepared", started + (time.monotonic() - at))  # measured to "at"
             if not marks["running"] and len(pods) == size and all((p.get("status") or {}).get("phase") == "Running"
                                                                   for p in pods):  # fmt: skip
                 marks["running"] = True
