@@ -44,14 +44,14 @@ from typing import Any
 import grpc
 
 from ..errors import HarnessError, UsageError
-from ..grpcapi import dra_health_v1alpha1_pb2_grpc as health_grpc
-from ..grpcapi import dra_v1_pb2_grpc, dra_v1beta1_pb2_grpc, pluginregistration_pb2_grpc
+from ..grpcapi import pluginregistration_pb2_grpc
+from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
 from ..paths import DEFAULT_DRIVER, NodeDirs
 from .faults import FaultControl
 from .mutants import get_mutant
 from .plugin import FakeDriver, KubeClaims
 from .process import FakeDriverProcess, socket_accepts
-from .service import _DraV1, _DraV1beta1, _Health, _Registration, check_socket_path
+from .service import _DraServicer, _Health, _Registration, check_socket_path
 from .slices import SlicePublisher
 from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
 
@@ -125,11 +125,12 @@ class _Node:
                                 reset_seconds=self.host.reset_seconds, log=node_log)  # fmt: skip
             self.stopping = threading.Event()
             server = grpc.server(self.host.executor)
-            dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_CrashSafeV1(plugin, self), server)
-            dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_CrashSafeV1beta1(plugin, self), server)
-            health_grpc.add_DRAResourceHealthServicer_to_server(
-                _Health(plugin, self.host.health_interval, self.stopping), server
-            )
+            for api in DRA_VERSIONS.values():
+                api.grpc.add_DRAPluginServicer_to_server(_CrashSafe(plugin, api, self), server)
+            for api in HEALTH_VERSIONS.values():
+                api.grpc.add_DRAResourceHealthServicer_to_server(
+                    _Health(plugin, self.host.health_interval, self.stopping, api), server
+                )
             # Registration is served on both sockets too (one server per node keeps the host light);
             # the node side asks it only on -reg.sock, as the kubelet does.
             pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(
@@ -191,36 +192,26 @@ class _Node:
                 log.exception("node %s: stale-claim cleanup failed", self.name)
 
 
-class _CrashSafe:
+class _CrashSafe(_DraServicer):
     """DRA servicer of one hosted node: an injected crash ends that node's driver, not the host."""
 
-    node: _Node
+    def __init__(self, plugin: FakeDriver, api: ApiVersion, node: _Node) -> None:
+        super().__init__(plugin, api)
+        self.node = node
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         try:
-            return super().NodePrepareResources(request, context)  # type: ignore[misc]
+            return super().NodePrepareResources(request, context)
         except NodeCrash:
             self.node.crashed()
             context.abort(grpc.StatusCode.UNAVAILABLE, f"driver on {self.node.name} crashed (injected)")
 
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         try:
-            return super().NodeUnprepareResources(request, context)  # type: ignore[misc]
+            return super().NodeUnprepareResources(request, context)
         except NodeCrash:
             self.node.crashed()
             context.abort(grpc.StatusCode.UNAVAILABLE, f"driver on {self.node.name} crashed (injected)")
-
-
-class _CrashSafeV1(_CrashSafe, _DraV1):
-    def __init__(self, plugin: FakeDriver, node: _Node) -> None:
-        _DraV1.__init__(self, plugin)
-        self.node = node
-
-
-class _CrashSafeV1beta1(_CrashSafe, _DraV1beta1):
-    def __init__(self, plugin: FakeDriver, node: _Node) -> None:
-        _DraV1beta1.__init__(self, plugin)
-        self.node = node
 
 
 class _CachedPublisher(SlicePublisher):

@@ -8,14 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
-from draguard.harness.driver.client import PluginClient
 from draguard.harness.driver.faults import set_faults
 from draguard.harness.driver.host import DriverHostProcess, HostedDriver, HostedNode
 from draguard.harness.driver.slices import LABEL_NODE
 from draguard.harness.driver.state import DeviceState
+from draguard.harness.grpcapi.plugin import PluginCallError, PluginClient
 from draguard.harness.kube import Kube
 from support import wait
 from .test_e2e import _allocated_claim
@@ -71,14 +70,14 @@ def test_each_node_has_its_own_sockets_slices_checkpoint_faults_and_mutant(
     # node b, the correct driver with no fault, frees it.
     set_faults(host.root, a, handles[a].driver, reset_fail={"devices": ["gpu-0"], "forever": True})
     with PluginClient(handles[a].dra_socket, timeout=10) as ca, PluginClient(handles[b].dra_socket, timeout=10) as cb:
-        assert ca.prepare([claim_a]).claims[claim_a[0]].error == ""
-        assert cb.prepare([claim_b]).claims[claim_b[0]].error == ""
+        assert ca.prepare([claim_a])[claim_a.uid].error == ""
+        assert cb.prepare([claim_b])[claim_b.uid].error == ""
         # A claim of node a sent to node b's socket is refused there: the pool is not b's.
-        assert f"not {b}" in cb.prepare([claim_a]).claims[claim_a[0]].error
+        assert f"not {b}" in cb.prepare([claim_a])[claim_a.uid].error
         ca.unprepare([claim_a])
-        assert cb.unprepare([claim_b]).claims[claim_b[0]].error == ""
+        assert cb.unprepare([claim_b])[claim_b.uid] == ""
     cp_a, cp_b = handles[a].checkpoint(), handles[b].checkpoint()
-    assert claim_a[0] not in cp_a.claims and cp_a.device_states()["gpu-0"] is DeviceState.FAILED  # the leak
+    assert claim_a.uid not in cp_a.claims and cp_a.device_states()["gpu-0"] is DeviceState.FAILED  # the leak
     assert cp_b.claims == {} and set(cp_b.device_states().values()) == {DeviceState.FREE}
 
 
@@ -90,20 +89,20 @@ def test_killing_one_nodes_driver_leaves_the_others_serving_and_a_restart_recove
     wait(lambda: len(kube.list("ResourceSlice")[0]) >= NODES, what="slices")
     claim = _allocated_claim(kube, draguard_namespace, "kept", a, ["gpu-1"])
     with PluginClient(handles[a].dra_socket, timeout=10) as client:
-        assert client.prepare([claim]).claims[claim[0]].error == ""
+        assert client.prepare([claim])[claim.uid].error == ""
     pid = host.pid
     handles[a].kill()
     assert not handles[a].alive and handles[b].alive and host.alive and host.pid == pid
-    with pytest.raises(grpc.RpcError), PluginClient(handles[a].dra_socket, timeout=2) as client:
+    with pytest.raises(PluginCallError), PluginClient(handles[a].dra_socket, timeout=2) as client:
         client.prepare([claim])
     with PluginClient(handles[b].dra_socket, handles[b].registration_socket, timeout=10) as client:
         assert client.get_info().name == handles[b].driver
     handles[a].restart(kill=True)
     assert handles[a].alive
     with PluginClient(handles[a].dra_socket, timeout=10) as client:
-        entry = client.prepare([claim]).claims[claim[0]]  # idempotent: from the checkpoint
+        entry = client.prepare([claim])[claim.uid]  # idempotent: from the checkpoint
         assert entry.error == "" and [d.device_name for d in entry.devices] == ["gpu-1"]
-        assert client.unprepare([claim]).claims[claim[0]].error == ""
+        assert client.unprepare([claim])[claim.uid] == ""
 
 
 def test_an_injected_crash_ends_only_that_nodes_driver(
@@ -113,8 +112,8 @@ def test_an_injected_crash_ends_only_that_nodes_driver(
     a, b, _ = nodes
     claim = _allocated_claim(kube, draguard_namespace, "crash", a, ["gpu-2"])
     set_faults(host.root, a, handles[a].driver, crash_at={"point": "prepare.after_started"})
-    with pytest.raises(grpc.RpcError), PluginClient(handles[a].dra_socket, timeout=10) as client:
+    with pytest.raises(PluginCallError), PluginClient(handles[a].dra_socket, timeout=10) as client:
         client.prepare([claim])
     wait(lambda: not handles[a].alive, what="node a's driver to stop after its crash")
     assert handles[b].alive and host.alive
-    assert handles[a].checkpoint().claims[claim[0]].state.value == "PrepareStarted"
+    assert handles[a].checkpoint().claims[claim.uid].state.value == "PrepareStarted"
