@@ -15,7 +15,6 @@ from draguard.harness.errors import UsageError
 from draguard.harness.kube import Kube
 from draguard.harness.nodes import FakeNodes, NodeSpec, default_root, node_names
 from draguard.harness.nodes.agent import validate_node_name
-from draguard.harness.scenario.model import MAX_NODES
 
 from ._entry import invoke
 
@@ -51,7 +50,7 @@ def wait_for_signal() -> None:
 @click.command("nodes")
 @click.option("--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False), help="Cluster to join.")
 @click.option("--node", "nodes", multiple=True, metavar="NAME", help="A node to run (repeatable).")
-@click.option("--count", type=click.IntRange(1, MAX_NODES), help="Run N nodes named PREFIX-0 .. PREFIX-<N-1>.")
+@click.option("--count", type=int, help="Run N nodes named PREFIX-0 .. PREFIX-<N-1>.")
 @click.option("--prefix", help="Name prefix for --count.")
 @click.option("--root", type=click.Path(file_okay=False), help="Node directories [default: <state dir>/nodes].")
 @click.option("--run-label", help="Label nodes with draguard.dev/run=<RUN_LABEL>.")
