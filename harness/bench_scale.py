@@ -33,7 +33,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import tempfile
@@ -225,7 +224,7 @@ spec:
     scenario = parse_scenario(text, "bench.yaml")
     with tempfile.TemporaryDirectory(prefix="dgbench") as tmp, _Usage() as usage:
         result = Runner(scenario, RunOptions(backend="local", report_dir=Path(tmp))).run()
-        timeline = json.loads((Path(tmp) / scenario.name / "timeline.json").read_text())
+        timeline = list(result.timeline.events()) if result.timeline is not None else []
     scheduled: dict[str, float] = {}
     running: dict[str, float] = {}
     phases = {}
