@@ -23,6 +23,7 @@ from draguard.chaos import (  # noqa: F401  (each module registers itself)
     driver_restart,
     evict,
     force_delete,
+    load,
     node_loss,
     node_restart,
     preempt,

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from draguard.harness.proxy.faults import Action, FaultRule
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
@@ -25,14 +27,14 @@ from draguard.harness.scenario.model import Params
 
 
 class CountParams(Params):
-    count: int | None = None
+    count: int | None = Field(default=None, ge=1, le=1_000_000)
     """How many times it fails; omit for every time (until the cleanup phase)."""
 
 
 class HangParams(Params):
-    seconds: float = 30.0
+    seconds: float = Field(default=30.0, ge=0, le=3600)
     """How long each prepare call hangs."""
-    count: int | None = None
+    count: int | None = Field(default=None, ge=1, le=1_000_000)
     """How many calls hang; omit for every call."""
 
 

@@ -307,7 +307,11 @@ class FaultControl:
             self.log.warning("injected crash at %s", point)
             for handler in logging.getLogger().handlers:
                 handler.flush()
-            os._exit(CRASH_EXIT_CODE)
+            self.exit()
+
+    def exit(self) -> None:
+        """End the driver at a crash point: the whole process (a driver host ends one node instead)."""
+        os._exit(CRASH_EXIT_CODE)
 
     def reset_fails(self, device: str) -> bool:
         with self._lock:

@@ -70,8 +70,8 @@ class PartitionProfile(_Strict):
     name: str = Field(description="profile name as the vendor spells it, e.g. 1g.10gb")
     id: int = Field(ge=0, description="vendor profile id, part of the device name")
     multiprocessors: int = Field(gt=0)
-    memorySlices: int = Field(gt=0)
-    placements: list[int] = Field(min_length=1, description="first memory slice of each placement")
+    memorySlices: int = Field(gt=0, le=16)
+    placements: list[int] = Field(min_length=1, max_length=16, description="first memory slice of each placement")
 
 
 class Partitioning(_Strict):
@@ -79,7 +79,7 @@ class Partitioning(_Strict):
 
     multiprocessors: int = Field(gt=0, description="multiprocessors the profiles share")
     memorySlices: int = Field(default=8, gt=0, le=16)
-    profiles: list[PartitionProfile] = Field(min_length=1)
+    profiles: list[PartitionProfile] = Field(min_length=1, max_length=32)
 
     @model_validator(mode="after")
     def _placements_fit(self) -> Partitioning:
@@ -134,7 +134,7 @@ class NodeTopology(_Strict):
     apiVersion: Literal["draguard.dev/v1alpha1"] = "draguard.dev/v1alpha1"
     kind: Literal["NodeTopology"] = "NodeTopology"
     preset: str | None = None
-    devices: list[DeviceSpec] | None = None
+    devices: list[DeviceSpec] | None = Field(default=None, max_length=128)  # one slice: 128 devices
 
     description: str = ""
     """What the topology models (presets say which fleet, and where the values come from)."""

@@ -40,6 +40,7 @@ from .observe import Observer, Timeline
 
 if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
+    from ..driver.host import DriverHostProcess
     from ..driver.process import FakeDriverProcess
     from ..nodes.process import FakeNodesProcess
     from ..proxy.faults import FaultRule, FaultSet
@@ -81,6 +82,13 @@ class RunHandles:
     """The interposer's rules in force, added to in process by ``inject_rpc_fault``."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when the cleanup phase starts: waits and durations of steps end."""
+    driver_host: DriverHostProcess | None = None
+    """The one process serving every node's fake driver (``driver.hosting: shared``); ``drivers`` then
+    holds a handle per node on it."""
+    kubeconfig: str | None = None
+    """The kubeconfig of the run's cluster (for steps that start processes against it, e.g. ``load``)."""
+    report_dir: Path | None = None
+    """This scenario's report folder (``<report-dir>/<scenario>``), for steps that write evidence."""
 
     @property
     def driver_name(self) -> str:
@@ -167,6 +175,16 @@ class StepContext:
     @property
     def scenario(self) -> Scenario:
         return self._run.scenario
+
+    @property
+    def kubeconfig(self) -> str | None:
+        """The kubeconfig of the run's cluster, for steps that start processes against it (``load``)."""
+        return self._run.kubeconfig
+
+    @property
+    def report_dir(self) -> Path | None:
+        """This scenario's report folder, for steps that write evidence of their own."""
+        return self._run.report_dir
 
     @property
     def run_id(self) -> str:

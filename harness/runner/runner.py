@@ -34,15 +34,16 @@ import random
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..cluster.local import ClusterConfig, LocalCluster
+from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
 from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, Violation, evaluate, judged
-from ..kube import ApiError, Kube, Obj
+from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
 from ..environment import draguard_version
@@ -57,9 +58,10 @@ from ..result import (
     StepStatus,
     TimelineEvents,
 )
-from ..scenario.types import Condition, EvidenceRule, Progress, Scenario, Step, Topology
+from ..scenario.types import PER_NODE_UP_TO, Condition, EvidenceRule, Progress, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
+from .incremental import INCREMENTAL, Incremental
 from .journal import RUN_LABEL, Journal, delete_labelled
 from .observe import Observer, Timeline
 from .timeline import StepRun, TimelinePlayer
@@ -86,6 +88,8 @@ class Runner:
         self.run_id = uuid.uuid4().hex[:8]
         self.seed = options.seed if options.seed is not None else scenario.seed
         self.timeline = Timeline()
+        self._spool = state_dir() / "runs" / self.run_id / "timeline.spool.jsonl"
+        self.timeline.spool_to(self._spool)  # bounded memory while a big run goes on
         self.result = ScenarioResult(scenario.name, str(scenario.source) if scenario.source else None, self.seed,
                                      hold=scenario.expect.hold, violate=scenario.expect.violate)
         self.violations: dict[str, dict[str, Evidence]] = {name: {} for name in INVARIANTS.names()}
@@ -125,6 +129,8 @@ class Runner:
             self._handles = RunHandles(self.run_id, self.scenario, kube, namespace, journal, self.timeline, observer,
                                        self._node_root(), cluster)
             self._handles.create_workload = self._create_workload_pods
+            self._handles.kubeconfig = str(cluster.kubeconfig) if cluster else self.options.kubeconfig
+            self._handles.report_dir = self.options.report_dir / self.scenario.name
             driver = self.scenario.driver.name
             observer.watch("Pod", namespace)
             observer.watch("ResourceClaim", namespace)
@@ -199,6 +205,9 @@ class Runner:
         config = ClusterConfig(
             feature_gates=dict(spec.feature_gates),
             runtime_config={k: "true" if v else "false" for k, v in spec.runtime_config.items()},
+            client_qps=spec.client_qps or DEFAULT_CLIENT_QPS,
+            client_burst=spec.client_burst or DEFAULT_CLIENT_BURST,
+            max_requests_inflight=spec.max_requests_inflight,
         )
         cluster = LocalCluster(f"run-{self.run_id}", config, bin_dir=self.options.bin_dir, progress=self.options.progress)
         t0 = time.monotonic()
@@ -242,26 +251,51 @@ class Runner:
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
         names = [n.name for n in sc.nodes]
         labels: dict[str, str] = {}
-        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels)
+        # Pod sync workers: each prepare waits on the API and the driver, so at scale the default 8 made
+        # the fake nodes the ceiling (400 pods on 50 nodes: scheduled-to-Running lag grew to 15 s).
+        workers = 8 if len(names) <= PER_NODE_UP_TO else 32
+        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels,
+                                   extra_args=["--workers", str(workers)])  # fmt: skip
         h.nodes.start()
         if h.nodes.pid:
             h.journal.process(h.nodes.pid, "draguard nodes")
         self.log(f"{len(names)} fake node(s) registered")
-        for i, node in enumerate(sc.nodes):
-            if len(sc.nodes) > 1:
-                self.options.progress(Counted("starting fake drivers", i, len(sc.nodes)))
-            topo = h.node_root / f"{node.name}.topology.json"
-            topo.write_text(json.dumps(topology_file(node.topology, node.name)))
-            proc = FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
-                                     topology=topo, mutant=sc.driver.mutant)
-            proc.start()
-            if proc.pid:
-                h.journal.process(proc.pid, f"fake driver on {node.name}")
-            h.drivers[node.name] = proc
-        self._wait_slices(set(names), timeout=60)
+        started = time.monotonic()
+        node_topology: dict[str, Path] = {}
+        for node in sc.nodes:
+            node_topology[node.name] = h.node_root / f"{node.name}.topology.json"
+            node_topology[node.name].write_text(json.dumps(topology_file(node.topology, node.name)))
+        hosting = sc.driver.hosting
+        if hosting == "auto":
+            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO else "shared"
+        if hosting == "shared":
+            from ..driver.host import DriverHostProcess, HostedNode
+
+            host = DriverHostProcess(kubeconfig, driver_root, [
+                HostedNode(n.name, str(node_topology[n.name]), None, sc.driver.mutant) for n in sc.nodes
+            ], driver=sc.driver.name)  # fmt: skip
+            h.driver_host = host
+            host.start()
+            if host.pid:
+                h.journal.process(host.pid, f"fake driver host for {len(sc.nodes)} nodes")
+            h.drivers.update(host.handles())
+        else:
+            procs = [FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
+                                       topology=node_topology[node.name], mutant=sc.driver.mutant)
+                     for node in sc.nodes]  # fmt: skip
+            # Started together (each takes a second or more to import its libraries), then awaited.
+            with ThreadPoolExecutor(8) as pool:
+                for proc, error in zip(procs, pool.map(_start, procs)):
+                    if proc.pid:
+                        h.journal.process(proc.pid, f"fake driver on {proc.node}")
+                    h.drivers[proc.node] = proc
+                    if error is not None:
+                        raise error
+        self._wait_slices(set(names), timeout=max(60, len(names) / 5))
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
-                 + (", behind the gRPC interposer" if h.interposer else ""))
+                 + (", behind the gRPC interposer" if h.interposer else "")
+                 + f" ({hosting}, {time.monotonic() - started:.1f}s)")
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -287,25 +321,39 @@ class Runner:
             self._create(deploy.device_class(dc, self.run_id))
         for value in sorted({w.priority for w in sc.workloads if w.priority is not None and not w.priority_class_name}):
             self._create(deploy.priority_class(self.run_id, value))
+        first: list[Obj] = []
         for w in sc.workloads:
-            for obj in deploy.claim_objects(w, h.namespace, self.run_id):
-                self._create(obj)
+            first += deploy.claim_objects(w, h.namespace, self.run_id)
             if w.gang == "podgroup":
-                self._create(deploy.pod_group(w, h.namespace, self.run_id))
+                first.append(deploy.pod_group(w, h.namespace, self.run_id))
+        self._create_all(first)
         # Workloads that arrive with a later step (preempt) are held back until it creates them.
         deferred = deploy.deferred_workloads(sc)
-        for w, member in deploy.creation_order(sc):
-            if w.name not in deferred:
-                self._create(deploy.pod(w, member, h.namespace, self.run_id, sc.name))
-        self.log(f"deployed {sum(w.replicas for w in sc.workloads if w.name not in deferred)} pods "
-                 f"in {len(sc.workloads)} workload(s)")
+        pods = [deploy.pod(w, member, h.namespace, self.run_id, sc.name)
+                for w, member in deploy.creation_order(sc) if w.name not in deferred]  # fmt: skip
+        started = time.monotonic()
+        # Interleaved workloads (a0, b0, a1, ...) reproduce a race that needs that order: one at a time.
+        ordered = any(w.interleave_with for w in sc.workloads)
+        self._create_all(pods, parallel=1 if ordered else BULK_PARALLEL)
+        elapsed = time.monotonic() - started
+        self.log(f"deployed {len(pods)} pods in {len(sc.workloads)} workload(s) in {elapsed:.1f}s "
+                 f"({len(pods) / max(elapsed, 1e-3):.0f}/s, {'in order' if ordered else f'{BULK_PARALLEL} at a time'})")
 
     def _create_workload_pods(self, workload: str) -> None:
         """Create the pods of a deferred workload (``arrive``, ``preempt``)."""
         h = self._h()
         w = self.scenario.workload(workload)
-        for member in range(w.replicas):
-            self._create(deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name))
+        self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name)
+                          for member in range(w.replicas)])  # fmt: skip
+
+    def _create_all(self, objs: list[Obj], parallel: int = BULK_PARALLEL) -> None:
+        """Create ``objs`` with at most ``parallel`` requests in flight; the first error is raised."""
+        for obj, result in zip(objs, self._h().kube.bulk(self._create, objs, parallel)):
+            if isinstance(result, HarnessError):
+                raise result
+            if isinstance(result, Exception):
+                md = obj["metadata"]
+                raise HarnessError(f"creating {obj['kind']} {md.get('namespace', '')}/{md['name']}: {result}") from result
 
     def _create(self, obj: Obj) -> Obj:
         h = self._h()
@@ -395,11 +443,10 @@ class Runner:
         self._count_fired()
         self._undo(until_cleanup=True)
         self.log("cleanup: faults that lasted until now are undone; deleting the workloads")
-        pods = h.observer.objects("Pod")
-        for i, p in enumerate(pods):
-            if len(pods) > 1:
-                self.options.progress(Counted("deleting pods", i, len(pods)))
-            h.kube.delete("Pod", p["metadata"]["name"], h.namespace)
+        pods = [p["metadata"]["name"] for p in h.observer.objects("Pod")]
+        for name, result in zip(pods, h.kube.bulk(lambda n: h.kube.delete("Pod", n, h.namespace), pods)):
+            if isinstance(result, Exception):
+                raise HarnessError(f"deleting pod {h.namespace}/{name}: {result}") from result
         timeout = self.scenario.settle.cleanup.total_seconds()
 
         def quiet() -> bool:
@@ -438,8 +485,11 @@ class Runner:
             self.result.timeline = TimelineEvents(tuple(h.timeline.events()))
             if cluster is None:  # a shared cluster: remove exactly what this run created
                 delete_labelled(h.kube, self.run_id)
-            for proc in h.drivers.values():
-                proc.stop()
+            if h.driver_host is not None:
+                h.driver_host.stop()
+            else:
+                for proc in h.drivers.values():
+                    proc.stop()
             if h.nodes is not None:
                 h.nodes.stop()
             if h.interposer is not None:
@@ -467,7 +517,9 @@ class Runner:
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, drivers_state: bool = True) -> Snapshot:
+        """What the invariants judge; ``drivers_state=False`` skips reading every node's checkpoint
+        (none of the continuous invariants needs it, and at 500 nodes it is 500 files a round)."""
         h = self._h()
         grace = self.scenario.timing.gang_grace.total_seconds()
         gangs = tuple(
@@ -475,7 +527,7 @@ class Runner:
                  min_count=w.min_count, grace=grace)
             for w in self.scenario.workloads
         )
-        drivers = tuple(self._driver_state(n) for n in h.drivers)
+        drivers = tuple(self._driver_state(n) for n in h.drivers) if drivers_state else ()
         return Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
@@ -487,11 +539,11 @@ class Runner:
             gangs=gangs,
         )
 
-    def _judge(self, names: list[str]) -> None:
-        """Judge ``names`` now. A breach with a grace period counts once it lasted that long, seen in
-        judgment after judgment; it is reported from the time it started."""
+    def _judge(self, names: list[str], snapshot: Snapshot | None = None) -> None:
+        """Judge ``names`` now (over ``snapshot`` if given). A breach with a grace period counts once it
+        lasted that long, seen in judgment after judgment; it is reported from the time it started."""
         with self._judge_lock:
-            snap = self.snapshot()
+            snap = snapshot or self.snapshot()
             for name, violations in evaluate(snap, names).items():
                 self.checked.add(name)
                 for key, evidence in record_breaches(name, violations, snap.time, self._first_seen,
@@ -500,9 +552,13 @@ class Runner:
 
     def _check_continuously(self) -> None:
         names = judged("continuously")
+        incremental = Incremental()
+        whole = [n for n in names if n not in INCREMENTAL]
         while not self._stop_checks.wait(1.0):
             try:
-                self._judge(names)
+                snapshot = self.snapshot(drivers_state=False)
+                self._judge([n for n in names if n in INCREMENTAL], incremental.reduce(snapshot))
+                self._judge(whole, snapshot)
             except DraguardError as exc:
                 self.timeline.add("invariant", "*", self.scenario.name, "error", str(exc))
 
@@ -558,6 +614,7 @@ class Runner:
         if self.result.timeline is None:  # stopped before the fleet: what the timeline has so far
             self.result.timeline = TimelineEvents(tuple(self.timeline.events()))
         # The runner writes no report files: renderers (draguard.reports) take the result from here.
+        self._spool.unlink(missing_ok=True)
 
     def _finish_steps(self) -> None:
         runs = self._player.runs if self._player is not None else {}
@@ -639,6 +696,14 @@ def evidence_matches(rule: EvidenceRule, v: Evidence, namespace: str) -> bool:
                                            for d in devices):
         return False
     return True
+
+
+def _start(proc: Any) -> HarnessError | None:
+    try:
+        proc.start()
+        return None
+    except HarnessError as exc:
+        return exc
 
 
 def _dra_gate(name: str) -> bool:

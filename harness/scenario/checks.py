@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draguard.harness.registry import Registry
+from draguard.harness.scenario.model import MAX_NODES, MAX_NODES_PER_GROUP, MAX_PODS, MAX_REPLICAS
 from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
 
 __all__ = ["check_document", "expand_node_names"]
@@ -62,11 +63,25 @@ def _unique(items: list[Any], key: str, path: Path, what: str) -> Iterator[Issue
             seen[name] = i
 
 
+def _group_size(group: dict[str, Any]) -> int:
+    """How many nodes a group declares; 0 when its ``count`` is out of bounds (the schema pass says so)."""
+    if _str(group.get("namePrefix")) is None:
+        return 1 if _str(group.get("name")) is not None else 0
+    count = group.get("count")
+    if count is None:
+        return 1
+    n = _int(count)
+    return n if n is not None and 1 <= n <= MAX_NODES_PER_GROUP else 0
+
+
 def expand_node_names(group: dict[str, Any]) -> list[str]:
-    """Node names of one node group: ``[name]`` or ``<namePrefix>-0`` ... ``<namePrefix>-<count-1>``."""
+    """Node names of one node group: ``[name]`` or ``<namePrefix>-0`` ... ``<namePrefix>-<count-1>``.
+
+    Never allocates in proportion to an unchecked number: a ``count`` outside 1..MAX_NODES_PER_GROUP
+    expands to nothing (the schema pass reports the count itself).
+    """
     if _str(group.get("namePrefix")) is not None:
-        count = _int(group.get("count"))
-        return [f"{group['namePrefix']}-{i}" for i in range(count if count and count > 0 else 1)]
+        return [f"{group['namePrefix']}-{i}" for i in range(_group_size(group))]
     name = _str(group.get("name"))
     return [name] if name is not None else []
 
@@ -84,8 +99,10 @@ class _Checker:
             name: w for w in _list(self.spec.get("workloads")) if (name := _str(_dict(w).get("name"))) is not None
         }
         self.node_names: list[str] = []
-        for group in _list(self.spec.get("nodes")):
-            self.node_names += expand_node_names(_dict(group))
+        self.too_many_nodes = sum(_group_size(_dict(g)) for g in _list(self.spec.get("nodes"))) > MAX_NODES
+        if not self.too_many_nodes:  # names are built only once their total is known to be bounded
+            for group in _list(self.spec.get("nodes")):
+                self.node_names += expand_node_names(_dict(group))
         self.classes = {
             name for c in _list(self.spec.get("deviceClasses")) if (name := _str(_dict(c).get("name"))) is not None
         }
@@ -112,6 +129,11 @@ class _Checker:
             for key in ("kubeconfig", "context"):
                 if cluster.get(key) is not None:
                     self.add(("spec", "cluster", key), f"{key!r} needs backend: kubeconfig", on_key=True)
+        else:
+            for key in ("clientQps", "clientBurst", "maxRequestsInflight"):
+                if cluster.get(key) is not None:
+                    self.add(("spec", "cluster", key), f"{key!r} configures the local control plane; an existing "
+                             "cluster keeps its own", on_key=True)  # fmt: skip
 
     def driver(self) -> None:
         driver = _dict(self.spec.get("driver"))
@@ -121,6 +143,9 @@ class _Checker:
                 self.add(path, "missing 'deviceClass': the DeviceClass the external driver installs")
             if driver.get("mutant") is not None:
                 self.add(path + ("mutant",), "mutants exist for the fake driver only", on_key=True)
+            if driver.get("hosting") is not None:
+                self.add(path + ("hosting",), "'hosting' is how draguard runs its fake driver: fake driver only",
+                         on_key=True)  # fmt: skip
             if driver.get("interpose") is True:
                 self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
                          "fake driver only", on_key=True)  # fmt: skip
@@ -132,6 +157,9 @@ class _Checker:
         groups = _list(self.spec.get("nodes"))
         if self.driver_kind == "fake" and isinstance(self.spec.get("nodes", []), list) and not groups:
             self.add(("spec", "nodes"), "the fake driver needs at least one node group in 'nodes'")
+        if self.too_many_nodes:
+            total = sum(_group_size(_dict(g)) for g in groups)
+            self.add(("spec", "nodes"), f"expected at most {MAX_NODES} nodes in all groups together, got {total}")
         seen: dict[str, Path] = {}
         for i, raw in enumerate(groups):
             group = _dict(raw)
@@ -143,7 +171,7 @@ class _Checker:
                 self.add(path + ("count",), "'count' needs 'namePrefix' (nodes are named <namePrefix>-<i>)",
                          on_key=True)  # fmt: skip
             key = "namePrefix" if group.get("namePrefix") is not None else "name"
-            for name in expand_node_names(group):
+            for name in [] if self.too_many_nodes else expand_node_names(group):
                 if name in seen:
                     self.add(path + (key,), f"node {name!r} is declared twice; first by {render_path(seen[name])}")
                     break
@@ -178,6 +206,10 @@ class _Checker:
     def workloads_(self) -> None:
         workloads = _list(self.spec.get("workloads"))
         self.extend(_unique(workloads, "name", ("spec", "workloads"), "workload name"))
+        pods = sum(r for w in workloads if (r := _int(_dict(w).get("replicas"))) is not None and 0 < r <= MAX_REPLICAS)
+        if pods > MAX_PODS:
+            self.add(("spec", "workloads"), f"expected at most {MAX_PODS} pods (replicas) in all workloads together, "
+                     f"got {pods}")  # fmt: skip
         gates = _dict(_dict(self.spec.get("cluster")).get("featureGates"))
         for i, raw in enumerate(workloads):
             if not isinstance(raw, dict):

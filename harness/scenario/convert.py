@@ -175,8 +175,12 @@ def to_scenario(
             context=s.cluster.context,
             feature_gates=_ro(s.cluster.feature_gates),
             runtime_config=_ro(s.cluster.runtime_config),
+            client_qps=s.cluster.client_qps,
+            client_burst=s.cluster.client_burst,
+            max_requests_inflight=s.cluster.max_requests_inflight,
         ),
-        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, s.driver.interpose),
+        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, s.driver.interpose,
+                        s.driver.hosting),
         nodes=_nodes(s.nodes),
         device_classes=tuple(
             t.DeviceClass(c.name, tuple(c.selectors), c.extended_resource_name) for c in s.device_classes

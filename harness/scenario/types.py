@@ -73,6 +73,7 @@ KIND = "Scenario"
 Backend = Literal["local", "kubeconfig"]
 """``local``: draguard starts its own control plane; ``kubeconfig``: an existing cluster."""
 DriverKind = Literal["fake", "external"]
+DriverHosting = Literal["auto", "per-node", "shared"]
 """``fake``: draguard's fake DRA driver on fake nodes; ``external``: a driver already installed."""
 GangPolicy = Literal["none", "podgroup"]
 """``none``: pods are scheduled one by one; ``podgroup``: the Kubernetes Workload/PodGroup API."""
@@ -96,6 +97,10 @@ class Cluster:
     context: str | None
     feature_gates: Mapping[str, bool]
     runtime_config: Mapping[str, bool]
+    client_qps: int | None = None
+    """Local backend: the scheduler's and controller manager's ``--kube-api-qps`` (None: the backend's default)."""
+    client_burst: int | None = None
+    max_requests_inflight: int | None = None
 
     @property
     def gang_scheduling(self) -> bool:
@@ -114,6 +119,13 @@ class Driver:
     """The DeviceClass an ``external`` driver installs; None for ``fake``."""
     interpose: bool = False
     """Whether the gRPC interposer sits between the fake nodes and the driver."""
+    hosting: DriverHosting = "auto"
+    """``per-node``: one fake driver process per node (fidelity); ``shared``: one process serves every
+    node's sockets (scale); ``auto``: per-node up to :data:`PER_NODE_UP_TO` nodes, shared above."""
+
+
+PER_NODE_UP_TO = 16
+"""``driver.hosting: auto`` runs a process per node up to this many nodes."""
 
 
 @dataclass(frozen=True, slots=True)
