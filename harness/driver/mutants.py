@@ -24,6 +24,7 @@ FLAGS = (
     "unprepare_needs_claim",
     "incomplete_cdi",
     "allow_double_allocation",
+    "keep_sharing_state",
 )
 
 
@@ -38,6 +39,7 @@ class Mutant:
     unprepare_needs_claim: ClassVar[bool] = False
     incomplete_cdi: ClassVar[bool] = False
     allow_double_allocation: ClassVar[bool] = False
+    keep_sharing_state: ClassVar[bool] = False
 
     @classmethod
     def describe(cls) -> str:
@@ -151,3 +153,15 @@ class DoubleAllocation(Mutant):
 
     allow_double_allocation = True
 
+
+
+@mutant("leave-sharing-state", upstream="guardrail rule 6: shared accelerators have deterministic cleanup when the pod ends")
+class LeaveSharingState(Mutant):
+    """Unprepare resets the device but leaves its MPS / time-slicing set-up behind.
+
+    The sharing strategy a claim configured (an MPS control daemon, a time-slice compute policy)
+    outlives the claim: the next claim on the device inherits it, with no sharing of its own asked
+    for. The driver's books are clean; only the device shows the state.
+    """
+
+    keep_sharing_state = True

@@ -461,6 +461,8 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
                 d["productName"] = topology.product_name
             if topology.memory:
                 d["memory"] = topology.memory
+            if topology.allow_multiple_allocations:
+                d["allowMultipleAllocations"] = True
             devices.append({**d, **product})
         return {"apiVersion": "draguard.dev/v1alpha1", "kind": "NodeTopology", "devices": devices}
     devices = []
@@ -479,5 +481,12 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
             d["nvlinkDomain"] = str(attrs.pop("nvlinkDomain"))
         if attrs:
             d["attributes"] = attrs
+        extra = {k: v for k, v in dev.capacity.items() if k != "memory"}
+        if extra:
+            d["capacity"] = extra
+        if dev.allow_multiple_allocations:
+            d["allowMultipleAllocations"] = True
+        if dev.taints:
+            d["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in dev.taints]
         devices.append(d)
     return {"apiVersion": "draguard.dev/v1alpha1", "kind": "NodeTopology", "devices": devices}
