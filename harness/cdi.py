@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .driver.state import atomic_write
 from .errors import HarnessError
 
 __all__ = [
@@ -328,6 +329,8 @@ def parse_spec(raw: Any, source: str = "<spec>") -> Spec:
         if not isinstance(d, Mapping):
             raise CdiError(f"{where}: must be an object")
         name = d.get("name")
+        if not isinstance(name, str):
+            raise CdiError(f"{where}: 'name' is required")
         _check_device_name(name, where)
         if name in devices:
             raise CdiError(f"{where}: device {name!r} is defined twice")
@@ -465,8 +468,6 @@ def spec_path(cdi_dir: Path, vendor: str, name: str) -> Path:
 
 def write_spec(path: Path, spec: Mapping[str, Any], crash: Any = None) -> Path:
     """Validate ``spec`` and replace ``path`` with it atomically (a runtime never reads half a file)."""
-    from .driver.state import atomic_write
-
     parse_spec(spec, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(spec, indent=1).encode(), crash=crash, point="cdi")
@@ -475,8 +476,6 @@ def write_spec(path: Path, spec: Mapping[str, Any], crash: Any = None) -> Path:
 
 def write_raw(path: Path, spec: Mapping[str, Any]) -> Path:
     """Write ``spec`` without validating it: only for a producer that is meant to be wrong (a mutant)."""
-    from .driver.state import atomic_write
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(spec, indent=1).encode(), point="cdi")
     return path

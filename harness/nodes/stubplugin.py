@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from draguard.harness import cdi
 from draguard.harness.grpcapi import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -138,12 +139,17 @@ class StubPlugin:
                     device_name=f"dev-{name}",
                     cdi_device_ids=[f"{self.driver}/gpu={uid}"],
                 )
+                # A spec for the returned ID, so a container runtime can resolve it.
+                cdi.write_spec(cdi.spec_path(NodeDirs(self.root, self.node).cdi, self.driver, uid), {
+                    "cdiVersion": cdi.CDI_VERSION, "kind": f"{self.driver}/gpu",
+                    "devices": [{"name": uid, "containerEdits": {"env": [f"STUB_CLAIM={ns}/{name}"]}}]})  # fmt: skip
                 with self._lock:
                     self.prepared.add(uid)
             return response
         response = pb.NodeUnprepareResourcesResponse()
         for _, _, uid in claims:
             response.claims[uid].error = ""
+            cdi.remove_spec(cdi.spec_path(NodeDirs(self.root, self.node).cdi, self.driver, uid))
             with self._lock:
                 self.prepared.discard(uid)
         return response

@@ -35,7 +35,8 @@ from typing import Any, Literal
 
 from ..cluster.local import ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
-from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, evaluate
+from ..devices.truth import DeviceTruth
+from ..invariants import DeviceId, DeviceState, Gang, GpuUsage, NodeDriverState, Snapshot, evaluate
 from ..kube import ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
@@ -201,7 +202,8 @@ class Runner:
             topo = h.node_root / f"{node.name}.topology.json"
             topo.write_text(json.dumps(topology_file(node.topology, node.name)))
             proc = FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
-                                     topology=topo, mutant=sc.driver.mutant)
+                                     topology=topo, mutant=sc.driver.mutant,
+                                     node_root=h.node_root if driver_root != h.node_root else None)
             proc.start()
             if proc.pid:
                 h.journal.process(proc.pid, f"fake driver on {node.name}")
@@ -359,10 +361,20 @@ class Runner:
             if h.interposer is not None:
                 h.interposer.stop()
                 shutil.rmtree(f"{h.node_root}-plugins", ignore_errors=True)
+            self._keep_device_truth(h)
             shutil.rmtree(h.node_root, ignore_errors=True)
         if cluster is not None:
             # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
             cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
+
+    def _keep_device_truth(self, h: RunHandles) -> None:
+        """Copy each node's device truth into the report (``<scenario>/devices/<node>.json``) as evidence."""
+        out = self.options.report_dir / self.scenario.name / "devices"
+        for node in h.drivers:
+            src = DeviceTruth(h.node_root, node).path
+            if src.exists():
+                out.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out / f"{node}.json")
 
     # -- judging ---------------------------------------------------------------------------------
     def _driver_state(self, node: str) -> NodeDriverState:
@@ -376,7 +388,7 @@ class Runner:
             for uid, rec in cp.claims.items()
         }
         devices = {name: DeviceState(rec.state.value, (rec.claim,) if rec.claim else ()) for name, rec in cp.devices.items()}
-        cdi_dir = root / node / "cdi"
+        cdi_dir = h.drivers[node].node_root / node / "cdi"
         prefix = f"{h.driver_name}-"
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
@@ -387,6 +399,10 @@ class Runner:
             Gang(w.name, h.namespace, w.pod_names(), len(w.claims), self._settled) for w in self.scenario.workloads
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers)
+        truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
+        # The fake probe's view of the same truth: processes and memory per device (no-leak's GPU check).
+        usage = {DeviceId(h.driver_name, t.node, rec.name): GpuUsage(rec.processes, rec.memory_used)
+                 for t in truth for rec in t.devices.values()}  # fmt: skip
         return Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
@@ -396,6 +412,8 @@ class Runner:
             drivers=drivers,
             initial_inventory=self.initial_inventory,
             gangs=gangs,
+            gpu_usage=usage or None,
+            device_truth=truth,
         )
 
     def _judge(self, names: list[str]) -> None:
