@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import pytest
 
-from draguard.harness.driver import cdi
+from draguard.harness import cdi
 from draguard.harness.driver.client import PluginClient
 from draguard.harness.driver.faults import CRASH_POINTS, clear_faults
 from draguard.harness.driver.process import FakeDriverProcess
@@ -106,7 +106,7 @@ def test_the_driver_publishes_its_node_pool_and_prepares_an_allocated_claim(
         assert entry.error == ""
         ids = [i for d in entry.devices for i in d.cdi_device_ids]
         assert [d.device_name for d in entry.devices] == ["gpu-1", "gpu-3"]
-        assert cdi.check_spec(driver.dirs.cdi, ids) == []
+        assert cdi.check_ids(driver.dirs.cdi, ids) == []
         cp = driver.checkpoint()
         assert cp.claims[claim[0]].state.value == "PrepareCompleted"
         assert cp.device_states() == {"gpu-1": DeviceState.PREPARED, "gpu-3": DeviceState.PREPARED}

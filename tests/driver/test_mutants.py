@@ -14,6 +14,7 @@ EXPECTED = {
     "unprepare-needs-claim",
     "incomplete-cdi",
     "double-allocation",
+    "leave-sharing-state",
 }
 
 
