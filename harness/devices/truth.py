@@ -349,12 +349,13 @@ class DeviceTruth:
                                    f"container {container_id} of pod {pod} (claim {', '.join(claims_t)}) got {name}, "
                                    f"which claim {', '.join(stale)} used and no reset followed",
                                    stale + list(claims_t), pod)  # fmt: skip
-                pods = {c.id.split("/")[0] for c in rec.containers} - {container_id.split("/")[0]}
+                mates = [c for c in rec.containers if set(c.claims) & set(claims_t)]
+                pods = {c.id.split("/")[0] for c in mates} - {container_id.split("/")[0]}
                 if pods and not rec.sharing and not rec.allow_multiple:
-                    names = sorted({c.pod for c in rec.containers} | {pod})
+                    names = sorted({c.pod for c in mates} | {pod})
                     draft.incident("unshared-pods", name,
                                    f"{name} runs containers of {len(pods) + 1} pods ({', '.join(names)}) with no sharing "
-                                   "strategy set up on it", rec.running_claims | set(claims_t), pod)  # fmt: skip
+                                   "strategy set up on it", claims_t, pod)  # fmt: skip
                 if rec.reset == "failed":
                     draft.incident("unhealthy-in-use", name,
                                    f"container {container_id} of pod {pod} started on {name}, whose last reset failed "
