@@ -9,6 +9,7 @@ import pytest
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
+from truth_evidence import check_evidence
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -34,3 +35,4 @@ def test_scenario_meets_its_expectations(path: Path, tmp_path: Path) -> None:
     assert (tmp_path / scenario.name / "timeline.json").exists()
     failed_steps = [s for s in result.steps if not s.ok]
     assert not failed_steps, failed_steps
+    check_evidence(result)
