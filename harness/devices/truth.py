@@ -297,10 +297,13 @@ class DeviceTruth:
         with open(self.lock_path, "a+") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
-                draft = _Draft(self.read())
+                before = self.read()
+                draft = _Draft(before)
                 draft.node = self.node
                 yield draft
-                atomic_write(self.path, json.dumps(draft.freeze().to_json(), indent=1).encode(), point="truth")
+                after = draft.freeze()
+                if after != before or not self.path.exists():
+                    atomic_write(self.path, json.dumps(after.to_json(), indent=1).encode(), point="truth")
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
