@@ -393,6 +393,20 @@ class Runner:
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
 
+    def _gpu_usage(self, h: RunHandles) -> dict[DeviceId, GpuUsage]:
+        """What each node's probe sees: processes and memory per device, MIG devices on their own
+        (a parent's memory counts its MIG devices', as NVML's does, so it is taken out here)."""
+        from ..devices.probe import FakeProbe
+
+        out: dict[DeviceId, GpuUsage] = {}
+        for node in h.drivers:
+            for d in FakeProbe(DeviceTruth(h.node_root, node)).probe().devices:
+                own = d.memory_used - sum(m.memory_used for m in d.mig_devices)
+                out[DeviceId(h.driver_name, node, d.name)] = GpuUsage(tuple(p.pid for p in d.processes), own)
+                for m in d.mig_devices:
+                    out[DeviceId(h.driver_name, node, m.name)] = GpuUsage(tuple(p.pid for p in m.processes), m.memory_used)
+        return out
+
     def snapshot(self) -> Snapshot:
         h = self._h()
         gangs = tuple(
@@ -400,9 +414,7 @@ class Runner:
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers)
         truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
-        # The fake probe's view of the same truth: processes and memory per device (no-leak's GPU check).
-        usage = {DeviceId(h.driver_name, t.node, rec.name): GpuUsage(rec.processes, rec.memory_used)
-                 for t in truth for rec in t.devices.values()}  # fmt: skip
+        usage = self._gpu_usage(h)
         return Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
