@@ -1,6 +1,7 @@
 """The fake driver's behaviour: NodePrepareResources and NodeUnprepareResources on simulated devices.
 
-:class:`FakeDriver` owns the checkpoint (:mod:`.state`), writes CDI specs (:mod:`.cdi`), asks fault
+:class:`FakeDriver` owns the checkpoint (:mod:`.state`), writes CDI specs (:mod:`draguard.harness.cdi`),
+changes the devices only through NVML-like calls (:mod:`draguard.harness.devices.nvml`), asks fault
 control (:mod:`.faults`) where a fault may strike and follows the active mutant (:mod:`.mutants`).
 It reads ResourceClaims through a :class:`ClaimReader` (the API server via ``Kube`` in the driver
 process). The gRPC layer (:mod:`.service`) only converts messages.
@@ -10,11 +11,14 @@ The correct driver:
 * prepare reads the claim, checks UID, driver, pool (= this node) and device names, reserves the
   devices (``PrepareStarted``), writes the CDI spec, then records ``PrepareCompleted``; a second
   prepare returns the same devices; a prepare that was in flight while the claim was unprepared
-  is rejected as stale; a device another claim holds is never handed out twice;
+  is rejected as stale; a device another claim holds is never handed out twice (unless it is
+  published with ``allowMultipleAllocations``); MIG-like devices get their partition created and a
+  claim whose opaque config names ``sharing.strategy`` gets time-slicing or MPS set up;
 * unprepare needs only the claim UID: it resets and drains each device (prepared -> resetting ->
   free), removes the CDI spec and forgets the claim only after every reset succeeded; a failed
   reset leaves the device ``failed``, keeps the claim and reports an error for that claim so the
   kubelet retries; an unknown claim is success;
+* unprepare tears sharing down before the reset and destroys the partition after it;
 * errors are per claim, never for the whole batch;
 * claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone.
 """
