@@ -55,6 +55,9 @@ class StubPlugin:
     driver: str = "gpu.draguard.dev"
     versions: tuple[str, ...] = SUPPORTED_VERSIONS
     plugin_type: str = PLUGIN_TYPE
+    cdi_dir: Path | None = None
+    """Where its CDI specs go (the node's host directory); default ``<root>/<node>/cdi``. Behind the
+    interposer the sockets live under another root than the node's CDI directory."""
     calls: list[StubCall] = field(default_factory=list)
     registrations: list[tuple[bool, str]] = field(default_factory=list)
     fail: dict[str, str] = field(default_factory=dict)
@@ -136,7 +139,7 @@ class StubPlugin:
                     continue
                 PluginDevice(("req",), self.node, f"dev-{ref.name}", (f"{self.driver}/gpu={ref.uid}",)).add_to(entry)
                 # A spec for the returned ID, so a container runtime can resolve it.
-                cdi.write_spec(cdi.spec_path(NodeDirs(self.root, self.node).cdi, self.driver, ref.uid), {
+                cdi.write_spec(cdi.spec_path(self.cdi_dir or NodeDirs(self.root, self.node).cdi, self.driver, ref.uid), {
                     "cdiVersion": cdi.CDI_VERSION, "kind": f"{self.driver}/gpu",
                     "devices": [{"name": ref.uid, "containerEdits": {"env": [f"STUB_CLAIM={ref.namespace}/{ref.name}"]}}]})  # fmt: skip
                 with self._lock:
@@ -145,7 +148,7 @@ class StubPlugin:
         response = pb.NodeUnprepareResourcesResponse()
         for ref in claims:
             response.claims[ref.uid].error = ""
-            cdi.remove_spec(cdi.spec_path(NodeDirs(self.root, self.node).cdi, self.driver, ref.uid))
+            cdi.remove_spec(cdi.spec_path(self.cdi_dir or NodeDirs(self.root, self.node).cdi, self.driver, ref.uid))
             with self._lock:
                 self.prepared.discard(ref.uid)
         return response
