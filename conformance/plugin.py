@@ -1,7 +1,9 @@
 """The draguard pytest plugin (entry point ``pytest11: draguard``).
 
 Options: ``--draguard-cluster=local|kubeconfig`` (default local: a real control plane started for the
-session), ``--kubeconfig``, ``--context``, ``--draguard-bin-dir``.
+session), ``--kubeconfig``, ``--context``, ``--draguard-bin-dir``; and those of the sanity suite
+(``--registration-socket``, ``--plugin-socket``, ``--driver``, ``--node``, ``--cdi-dir``,
+``--restart-command``, ``--fake-driver-root``), read by :mod:`draguard.conformance.sanity.test_sanity`.
 Fixtures: ``draguard_cluster`` (session scope, a ready cluster) and ``draguard_namespace`` (a fresh
 namespace per test, labelled with the session's run label and removed afterwards).
 Marker: ``cluster`` for tests that need a cluster. Talks to: ``draguard.harness.cluster``.
@@ -55,6 +57,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kubeconfig", default=None, help="kubeconfig of the cluster (with --draguard-cluster=kubeconfig)")
     group.addoption("--context", default=None, help="kubeconfig context to use")
     group.addoption("--draguard-bin-dir", default=None, help="directory with control-plane binaries (local backend)")
+    sanity = parser.getgroup("draguard-sanity", "draguard sanity suite (pytest --pyargs draguard.conformance.sanity)")
+    sanity.addoption("--registration-socket", default=None, help="the driver's registration socket")
+    sanity.addoption("--plugin-socket", default=None, help="the driver's DRA socket [default: from registration]")
+    sanity.addoption("--driver", default=None, help="the driver's name")
+    sanity.addoption("--node", default=None, help="the node the driver serves [default: from its slices]")
+    sanity.addoption("--cdi-dir", default=None, help="where the driver writes CDI specs")
+    sanity.addoption("--restart-command", default=None, help="shell command that restarts the driver")
+    sanity.addoption("--fake-driver-root", default=None, help="node root of draguard's fake driver (fault hooks)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

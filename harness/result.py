@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Evidence", "InvariantResult", "StepResult", "ScenarioResult", "RunResult"]
+__all__ = ["Evidence", "InvariantResult", "StepResult", "CheckResult", "ScenarioResult", "RunResult"]
 
 Status = Literal["held", "violated", "not-checked"]
+CheckStatus = Literal["passed", "failed", "skipped", "error"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,26 @@ class StepResult:
 
 
 @dataclass
+class CheckResult:
+    """One sanity or conformance check of a driver."""
+
+    id: str
+    """Stable dotted id, e.g. ``sanity.unprepare.unknown-claim``."""
+    rule: str
+    """The rule, in one sentence."""
+    source: str
+    """Where the rule comes from (a guardrail, a KEP, a kubelet file)."""
+    status: CheckStatus
+    reason: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+    duration: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "rule": self.rule, "source": self.source, "status": self.status, "reason": self.reason,
+                "evidence": [e.as_dict() for e in self.evidence], "durationSeconds": round(self.duration, 3)}
+
+
+@dataclass
 class ScenarioResult:
     name: str
     source: str | None
@@ -95,10 +116,15 @@ class ScenarioResult:
 class RunResult:
     run_id: str
     scenarios: list[ScenarioResult] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return bool(self.scenarios) and all(s.ok for s in self.scenarios)
+        if not self.scenarios and not self.checks:
+            return False
+        return all(s.ok for s in self.scenarios) and not any(c.status in ("failed", "error") for c in self.checks)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "runId": self.run_id, "scenarios": [s.as_dict() for s in self.scenarios]}
+        return {"ok": self.ok, "runId": self.run_id, "environment": self.environment,
+                "checks": [c.as_dict() for c in self.checks], "scenarios": [s.as_dict() for s in self.scenarios]}

@@ -16,6 +16,7 @@ complete. Talks to: the network (3), ``go`` (4), the filesystem.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO
 from pathlib import Path
 
 from ..errors import HarnessError
@@ -295,6 +297,29 @@ def resolve(
     if entry.exists():
         verify_cache_entry(entry)
         return Binaries(entry, "cache")
+    # Two processes filling the same cache entry would share its .partial directory (one wipes what
+    # the other built): one fills it, the other waits and then finds the entry.
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with (entry.parent / f"{entry.name}.lock").open("w") as lock:
+        if not _try_lock(lock):
+            progress(f"another process is filling {entry}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if entry.exists():
+            verify_cache_entry(entry)
+            return Binaries(entry, "cache")
+        return _fill(entry, version, allow_download, allow_build, progress)
+
+
+def _try_lock(lock: IO[str]) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _fill(entry: Path, version: str, allow_download: bool | None, allow_build: bool, progress: Progress) -> Binaries:
+    """Download or build the cache entry (the caller holds its lock)."""
     if allow_download is None:
         allow_download = os.environ.get("DRAGUARD_DOWNLOAD", "1") != "0"
     if allow_download:
