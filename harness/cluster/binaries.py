@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..errors import HarnessError
 from ..paths import cache_dir
+from ..progress import Counted, wants_counts
 
 __all__ = [
     "K8S_VERSION",
@@ -253,11 +254,15 @@ def build_from_source(
                 assert proc.stdout is not None
                 count = 0
                 last = time.monotonic()
+                every = 1.0 if wants_counts(progress) else 15.0
                 for line in proc.stdout:
                     log.write(line)
                     count += 1
-                    if time.monotonic() - last > 15:
-                        progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
+                    if time.monotonic() - last > every:
+                        if every < 15:
+                            progress(Counted(f"building {name}: packages compiled", count))
+                        else:
+                            progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
                         last = time.monotonic()
                 if proc.wait() != 0:
                     log.flush()
