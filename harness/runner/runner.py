@@ -42,7 +42,8 @@ from typing import Any, Literal
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
-from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, Violation, evaluate, judged
+from ..devices.truth import DeviceTruth
+from ..invariants import DeviceId, DeviceState, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
@@ -281,7 +282,8 @@ class Runner:
             h.drivers.update(host.handles())
         else:
             procs = [FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
-                                       topology=node_topology[node.name], mutant=sc.driver.mutant)
+                                       topology=node_topology[node.name], mutant=sc.driver.mutant,
+                                       node_root=h.node_root if driver_root != h.node_root else None)
                      for node in sc.nodes]  # fmt: skip
             # Started together (each takes a second or more to import its libraries), then awaited.
             with ThreadPoolExecutor(8) as pool:
@@ -495,10 +497,20 @@ class Runner:
             if h.interposer is not None:
                 h.interposer.stop()
                 shutil.rmtree(f"{h.node_root}-plugins", ignore_errors=True)
+            self._keep_device_truth(h)
             shutil.rmtree(h.node_root, ignore_errors=True)
         if cluster is not None:
             # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
             cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
+
+    def _keep_device_truth(self, h: RunHandles) -> None:
+        """Copy each node's device truth into the report (``<scenario>/devices/<node>.json``) as evidence."""
+        out = self.options.report_dir / self.scenario.name / "devices"
+        for node in h.drivers:
+            src = DeviceTruth(h.node_root, node).path
+            if src.exists():
+                out.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out / f"{node}.json")
 
     # -- judging ---------------------------------------------------------------------------------
     def _driver_state(self, node: str) -> NodeDriverState:
@@ -512,10 +524,24 @@ class Runner:
             for uid, rec in cp.claims.items()
         }
         devices = {name: DeviceState(rec.state.value, (rec.claim,) if rec.claim else ()) for name, rec in cp.devices.items()}
-        cdi_dir = root / node / "cdi"
+        cdi_dir = h.drivers[node].node_root / node / "cdi"
         prefix = f"{h.driver_name}-"
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
+
+    def _gpu_usage(self, h: RunHandles) -> dict[DeviceId, GpuUsage]:
+        """What each node's probe sees: processes and memory per device, MIG devices on their own
+        (a parent's memory counts its MIG devices', as NVML's does, so it is taken out here)."""
+        from ..devices.probe import FakeProbe
+
+        out: dict[DeviceId, GpuUsage] = {}
+        for node in h.drivers:
+            for d in FakeProbe(DeviceTruth(h.node_root, node)).probe().devices:
+                own = d.memory_used - sum(m.memory_used for m in d.mig_devices)
+                out[DeviceId(h.driver_name, node, d.name)] = GpuUsage(tuple(p.pid for p in d.processes), own)
+                for m in d.mig_devices:
+                    out[DeviceId(h.driver_name, node, m.name)] = GpuUsage(tuple(p.pid for p in m.processes), m.memory_used)
+        return out
 
     def snapshot(self, drivers_state: bool = True) -> Snapshot:
         """What the invariants judge; ``drivers_state=False`` skips reading every node's checkpoint
@@ -528,6 +554,8 @@ class Runner:
             for w in self.scenario.workloads
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers) if drivers_state else ()
+        truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
+        usage = self._gpu_usage(h) if drivers_state else {}
         return Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
@@ -537,6 +565,8 @@ class Runner:
             drivers=drivers,
             initial_inventory=self.initial_inventory,
             gangs=gangs,
+            gpu_usage=usage or None,
+            device_truth=truth,
         )
 
     def _judge(self, names: list[str], snapshot: Snapshot | None = None) -> None:
@@ -733,6 +763,8 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
                 d["productName"] = topology.product_name
             if topology.memory:
                 d["memory"] = topology.memory
+            if topology.allow_multiple_allocations:
+                d["allowMultipleAllocations"] = True
             devices.append({**d, **product})
         return {"apiVersion": "draguard.dev/v1alpha1", "kind": "NodeTopology", "devices": devices}
     devices = []
@@ -751,5 +783,12 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
             d["nvlinkDomain"] = str(attrs.pop("nvlinkDomain"))
         if attrs:
             d["attributes"] = attrs
+        extra = {k: v for k, v in dev.capacity.items() if k != "memory"}
+        if extra:
+            d["capacity"] = extra
+        if dev.allow_multiple_allocations:
+            d["allowMultipleAllocations"] = True
+        if dev.taints:
+            d["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in dev.taints]
         devices.append(d)
     return {"apiVersion": "draguard.dev/v1alpha1", "kind": "NodeTopology", "devices": devices}

@@ -198,6 +198,32 @@ class _Checker:
                 if n is not None and n > 0 and gpus % n:
                     self.add(path + (key,), f"{gpus} gpus cannot be split evenly into {n} {key}")
         self.extend(_unique(_list(topology.get("devices")), "name", path + ("devices",), "device name"))
+        gates = _dict(_dict(self.spec.get("cluster")).get("featureGates"))
+        for i, device in enumerate(_list(topology.get("devices"))):
+            self.device(_dict(device), path + ("devices", i), gates)
+        if topology.get("allowMultipleAllocations") is True and gates.get("DRAConsumableCapacity") is False:
+            self.add(path + ("allowMultipleAllocations",), "allowMultipleAllocations needs the DRAConsumableCapacity "
+                     "feature gate, which the cluster switches off: the API server would drop it", on_key=True)  # fmt: skip
+
+    def device(self, device: dict[str, Any], path: Path, gates: dict[str, Any]) -> None:
+        """Fields of an explicit device that the fake driver could not publish as written."""
+        attributes = _dict(device.get("attributes"))
+        for key in ("index", "numaNode"):
+            if key in attributes and (not isinstance(attributes[key], int) or isinstance(attributes[key], bool)
+                                      or attributes[key] < 0):  # fmt: skip
+                self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as a non-negative integer")
+        for key in ("productName", "architecture", "pcieRoot", "nvlinkDomain"):
+            if key in attributes and not isinstance(attributes[key], str):
+                self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as a string")
+        memory = _dict(device.get("capacity")).get("memory")
+        if isinstance(memory, str) and memory.endswith("m"):
+            self.add(path + ("capacity", "memory"), "memory must be a whole number of bytes (no 'm' suffix)")
+        if device.get("allowMultipleAllocations") is True and gates.get("DRAConsumableCapacity") is False:
+            self.add(path + ("allowMultipleAllocations",), "allowMultipleAllocations needs the DRAConsumableCapacity "
+                     "feature gate, which the cluster switches off: the API server would drop it", on_key=True)  # fmt: skip
+        if _list(device.get("taints")) and gates.get("DRADeviceTaints") is False:
+            self.add(path + ("taints",), "device taints need the DRADeviceTaints feature gate, which the cluster "
+                     "switches off: the API server would drop them", on_key=True)  # fmt: skip
 
     def device_classes(self) -> None:
         self.extend(_unique(_list(self.spec.get("deviceClasses")), "name", ("spec", "deviceClasses"),
