@@ -1,7 +1,9 @@
 """``node-loss``: a node stops heartbeating (power loss, partition); optionally comes back.
 
 The node lifecycle controller marks it NotReady and, after the pods' tolerations, evicts them. The
-node's agent stops syncing too, so prepared devices stay prepared until it returns.
+node's agent stops syncing too, so prepared devices stay prepared until it returns. A fake node stops
+acting while its agent process goes on; a hollow kubelet is killed, its lease expires, and it is
+started again (from its checkpoint) when the node returns.
 """
 
 from __future__ import annotations
@@ -22,13 +24,24 @@ class NodeLossParams(Params):
     """How long the node stays lost (default: until the end of the scenario)."""
 
 
-@FAULTS.register("node-loss", summary="the targeted node stops heartbeating and syncing pods", params=NodeLossParams)
+@FAULTS.register("node-loss", summary="the targeted node stops heartbeating and syncing pods", params=NodeLossParams,
+                 node_capability="loss")
 def node_loss(ctx: StepContext, params: NodeLossParams | None) -> None:
     params = params or NodeLossParams()
     nodes_proc = ctx.handles.nodes
-    if nodes_proc is None:
-        raise UsageError(f"step {ctx.step.name}: node-loss needs draguard's fake nodes")
     for node in ctx.target_nodes():
+        kubelet = ctx.handles.kubelets.get(node)
+        if kubelet is not None:
+            ctx.before(UndoAction("none", {"why": f"the kubelet of {node} is started again by the step or stopped at teardown"}))
+            kubelet.kill()
+            ctx.note(f"node {node} lost (kubelet killed)")
+            if params.duration is not None:
+                time.sleep(params.duration.total_seconds())
+                kubelet.start()
+                ctx.note(f"node {node} back after {params.duration / timedelta(seconds=1):.0f}s (kubelet restarted)")
+            continue
+        if nodes_proc is None:
+            raise UsageError(f"step {ctx.step.name}: node-loss needs draguard's fake nodes or hollow kubelets")
         marker = nodes_proc.root / node / "lost"
         ctx.before(UndoAction("write-file", {"path": str(marker), "content": None}))
         nodes_proc.set_lost(node, True)

@@ -76,6 +76,8 @@ class ScenarioResult:
     timeline_file: str | None = None
     hold: tuple[str, ...] = ()
     violate: tuple[str, ...] = ()
+    node_agents: dict[str, str] = field(default_factory=dict)
+    """Node name -> the agent that ran it (``fake`` or ``kubelet``)."""
 
     @property
     def ok(self) -> bool:
@@ -88,6 +90,7 @@ class ScenarioResult:
             "expectations": {"hold": list(self.hold), "violate": list(self.violate)},
             "invariants": {n: r.as_dict() for n, r in self.invariants.items()},
             "steps": [s.as_dict() for s in self.steps],
+            "environment": {"nodeAgents": dict(self.node_agents)},
         }
 
 

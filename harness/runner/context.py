@@ -26,6 +26,7 @@ from .observe import Observer, Timeline
 if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
     from ..driver.process import FakeDriverProcess
+    from ..kubelet.process import HollowKubelet
     from ..nodes.process import FakeNodesProcess
     from ..proxy.interposer import Interposer
 
@@ -47,6 +48,8 @@ class RunHandles:
     cluster: LocalCluster | None = None
     drivers: dict[str, FakeDriverProcess] = field(default_factory=dict)
     nodes: FakeNodesProcess | None = None
+    kubelets: dict[str, HollowKubelet] = field(default_factory=dict)
+    """The hollow DRA kubelets of the nodes with ``agent: kubelet``, by node name."""
     undo: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
     deploy_workload: Callable[[str], None] | None = None
     """Creates the pods of a workload held back for a later step (``preempt``)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..cluster.local import ClusterConfig, LocalCluster
-from ..errors import DraguardError, HarnessError
+from ..errors import DraguardError, HarnessError, UsageError
 from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, evaluate
 from ..kube import ApiError, Kube, Obj
 from ..paths import state_dir
@@ -190,13 +190,17 @@ class Runner:
             h.proxy_faults.write_text('{"faults": []}\n')
             h.interposer = Interposer(driver_root, h.node_root, FaultSet(h.proxy_faults),
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
-        names = [n.name for n in sc.nodes]
-        labels: dict[str, str] = {}
-        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels)
-        h.nodes.start()
-        if h.nodes.pid:
-            h.journal.process(h.nodes.pid, "draguard nodes")
-        self.log(f"{len(names)} fake node(s) registered")
+        self.result.node_agents = {n.name: n.agent for n in sc.nodes}
+        names = [n.name for n in sc.nodes if n.agent == "fake"]
+        # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
+        self._kubelets(kubeconfig, driver_root)
+        if names:
+            labels: dict[str, str] = {}
+            h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels)
+            h.nodes.start()
+            if h.nodes.pid:
+                h.journal.process(h.nodes.pid, "draguard nodes")
+            self.log(f"{len(names)} fake node(s) registered")
         for node in sc.nodes:
             topo = h.node_root / f"{node.name}.topology.json"
             topo.write_text(json.dumps(topology_file(node.topology, node.name)))
@@ -206,10 +210,35 @@ class Runner:
             if proc.pid:
                 h.journal.process(proc.pid, f"fake driver on {node.name}")
             h.drivers[node.name] = proc
-        self._wait_slices(set(names), timeout=60)
+        self._wait_slices({n.name for n in sc.nodes}, timeout=60)
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
                  + (", behind the gRPC interposer" if h.interposer else ""))
+
+    def _kubelets(self, kubeconfig: Path, driver_root: Path) -> None:
+        """Start a hollow DRA kubelet for each node with ``agent: kubelet`` (local backend only)."""
+        h = self._h()
+        nodes = [n for n in self.scenario.nodes if n.agent == "kubelet"]
+        if not nodes:
+            return
+        if h.cluster is None:
+            raise UsageError("nodes with 'agent: kubelet' need the local backend: their credentials come from its CA")
+        from ..cluster.pki import Pki
+        from ..kubelet.process import HollowKubelet
+        from ..paths import NodeDirs
+
+        t0 = time.monotonic()
+        for node in nodes:
+            kubelet = HollowKubelet(
+                Pki(h.cluster.dir / "pki"), h.cluster.server, node.name, h.node_root, admin=h.kube,
+                feature_gates=self.scenario.cluster.feature_gates, labels={RUN_LABEL: self.run_id, **node.labels},
+                cdi_dir=NodeDirs(driver_root, node.name).cdi,
+            )
+            h.kubelets[node.name] = kubelet
+            kubelet.start()
+            if kubelet.pid:
+                h.journal.process(kubelet.pid, f"hollow kubelet {node.name}")
+        self.log(f"{len(nodes)} hollow DRA kubelet(s) ready in {time.monotonic() - t0:.1f}s")
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -354,6 +383,8 @@ class Runner:
                 delete_labelled(h.kube, self.run_id)
             for proc in h.drivers.values():
                 proc.stop()
+            for kubelet in h.kubelets.values():
+                kubelet.stop()
             if h.nodes is not None:
                 h.nodes.stop()
             if h.interposer is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from draguard.harness.agents import CAPABILITIES, MAX_NODES, capable
 from draguard.harness.registry import Registry
 from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
 
@@ -84,8 +85,12 @@ class _Checker:
             name: w for w in _list(self.spec.get("workloads")) if (name := _str(_dict(w).get("name"))) is not None
         }
         self.node_names: list[str] = []
+        self.node_agents: dict[str, str] = {}
         for group in _list(self.spec.get("nodes")):
-            self.node_names += expand_node_names(_dict(group))
+            names = expand_node_names(_dict(group))
+            self.node_names += names
+            agent = _str(_dict(group).get("agent")) or "fake"
+            self.node_agents.update((n, agent) for n in names)
         self.classes = {
             name for c in _list(self.spec.get("deviceClasses")) if (name := _str(_dict(c).get("name"))) is not None
         }
@@ -148,6 +153,11 @@ class _Checker:
                     self.add(path + (key,), f"node {name!r} is declared twice; first by {render_path(seen[name])}")
                     break
                 seen[name] = path + (key,)
+            agent = _str(group.get("agent")) or "fake"
+            count = sum(1 for a in self.node_agents.values() if a == agent)
+            if agent in MAX_NODES and count > MAX_NODES[agent] and (group.get("count") is not None):
+                self.add(path + ("count",), f"{count} nodes of agent {agent!r}: at most {MAX_NODES[agent]} per "
+                         "scenario (the fake agent serves many nodes in one process)", on_key=True)  # fmt: skip
             topology = group.get("topology")
             if self.driver_kind == "fake" and topology is None:
                 self.add(path, "missing 'topology': the fake driver needs the devices of each node")
@@ -281,6 +291,7 @@ class _Checker:
             known = ", ".join(names) or "none registered (is draguard.chaos imported?)"
             self.add(path + ("fault",), f"unknown fault kind {kind!r}; {guess}known: {known}")
             return
+        self.node_capability(kind, _dict(target), path)
         params_model = self.faults.get(kind).params
         params = step.get("params", {})
         if not isinstance(params, dict):
@@ -293,6 +304,21 @@ class _Checker:
             params_model.model_validate(params)
         except ValidationError as exc:
             self.extend(iter(from_validation_error(exc, params, params_model, path + ("params",))))
+
+    def node_capability(self, kind: str, target: dict[str, Any], path: Path) -> None:
+        """A fault that needs a node capability may only target nodes whose agent has it."""
+        needed = self.faults.get(kind).meta.get("node_capability")
+        if not isinstance(needed, str):
+            return
+        node = _str(target.get("node"))
+        nodes = [node] if node in self.node_agents else self.node_names
+        for name in nodes:
+            agent = self.node_agents.get(name, "fake")
+            if not capable(agent, needed):
+                have = ", ".join(sorted(CAPABILITIES.get(agent, ()))) or "none"
+                self.add(path + ("fault",), f"fault {kind!r} needs node capability {needed!r}, which node {name!r} "
+                         f"(agent {agent!r}) lacks; its capabilities: {have}")  # fmt: skip
+                return
 
     def workload_ref(self, item: dict[str, Any], path: Path) -> dict[str, Any] | None:
         name = _str(item.get("workload"))
