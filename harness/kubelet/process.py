@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -194,6 +195,23 @@ class HollowKubelet:
         except OSError:
             return set()
         return set(_REGISTERED.findall(text))
+
+    def wait_registered(self, driver: str, timeout: float = 30.0) -> None:
+        """Wait until the kubelet's plugin manager registered ``driver``; HarnessError naming the socket if not
+        (a driver whose registration socket never answers, or answers with something the kubelet refuses)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if driver in self.registered_drivers():
+                return
+            if not self.alive():
+                raise HarnessError(f"the hollow kubelet for node {self.node} exited; last lines of {self.log}:\n"
+                                   + self.log_tail())
+            time.sleep(0.1)
+        raise HarnessError(
+            f"the kubelet of node {self.node} did not register driver {driver} within {timeout:.0f}s: its socket "
+            f"{self.dirs.registration_socket(driver)} never answered as a DRA plugin; last lines of {self.log}:\n"
+            + self.log_tail()
+        )
 
     def log_tail(self, lines: int = 12) -> str:
         return last_lines(self.log, lines)

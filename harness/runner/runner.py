@@ -210,6 +210,8 @@ class Runner:
             if proc.pid:
                 h.journal.process(proc.pid, f"fake driver on {node.name}")
             h.drivers[node.name] = proc
+            if node.name in h.kubelets:
+                h.kubelets[node.name].wait_registered(sc.driver.name)
         self._wait_slices({n.name for n in sc.nodes}, timeout=60)
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
