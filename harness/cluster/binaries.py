@@ -273,6 +273,12 @@ def ensure_built(entry: Binaries, components: tuple[str, ...] = (KUBELET,), prog
     Each is built beside the entry and renamed in, then the manifest is rewritten with its sha256 and,
     for the kubelet, the digest of the sources it was built from.
     """
+    if entry.source == "dir":  # a directory the user named: used as is, never written
+        missing = [c for c in components if not entry.has(c)]
+        if missing:
+            raise HarnessError(f"binary directory {entry.directory} lacks executable {', '.join(missing)}; "
+                               "unset DRAGUARD_BIN_DIR to build it into the cache")
+        return
     try:
         manifest = json.loads((entry.directory / "manifest.json").read_text())
     except (OSError, ValueError) as exc:
