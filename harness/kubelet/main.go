@@ -15,9 +15,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -195,7 +198,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	config.Address = "127.0.0.1"
 	config.HealthzBindAddress = "127.0.0.1"
-	config.HealthzPort = int32(o.healthzPort)
+	config.HealthzPort = int32(o.healthzPort) // served below: RunKubelet leaves healthz to its caller
 	config.ReadOnlyPort = 0
 	config.FeatureGates = gates
 
@@ -236,6 +239,16 @@ func run(ctx context.Context, o *options) error {
 	}, hollow.KubeletDeps); err != nil {
 		return fmt.Errorf("kubelet: %w", err)
 	}
+	// cmd/kubelet/app/server.go (run) serves healthz itself; RunKubelet does not, so this does, once
+	// the kubelet runs.
+	healthz := &http.Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.healthzPort)), Handler: http.HandlerFunc(
+		func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })}
+	listener, err := net.Listen("tcp", healthz.Addr)
+	if err != nil {
+		return fmt.Errorf("healthz port: %w", err)
+	}
+	go func() { _ = healthz.Serve(listener) }()
+	defer func() { _ = healthz.Close() }()
 	klog.InfoS("hollow DRA kubelet running", "node", o.nodeName, "root", root)
 	<-ctx.Done()
 	klog.InfoS("stopping", "node", o.nodeName)

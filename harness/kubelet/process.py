@@ -25,8 +25,8 @@ from pathlib import Path
 from ..cluster import binaries
 from ..cluster.pki import Pki, node_kubeconfig
 from ..cluster.process import Supervised, free_port, last_lines
-from ..errors import HarnessError
-from ..kube import ApiError, Kube
+from ..errors import DraguardError, HarnessError
+from ..kube import Kube
 from ..paths import NodeDirs
 
 __all__ = ["AGENT_CAPABILITIES", "HollowKubelet", "ContainerRecord", "find_kubelet"]
@@ -115,6 +115,7 @@ class HollowKubelet:
             argv.append("--node-labels=" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
         self._proc = Supervised(f"hollow kubelet for node {node}", argv, self.log, self._ready)
         self._log_offset = 0
+        self._started = 0.0
 
     @property
     def pid(self) -> int | None:
@@ -136,15 +137,18 @@ class HollowKubelet:
             return False
 
     def _ready(self) -> bool:
-        """Healthz answers and the Node is Ready (the kubelet registered it and its runtime is up)."""
+        """Healthz answers and this kubelet posted its Node Ready (a heartbeat since it started: a
+        restarted kubelet's Node is still Ready from before)."""
         if not self._healthz():
             return False
         try:
             node = self.admin.get("Node", self.node)
-        except ApiError:
+        except DraguardError:
             return False
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._started - 1))
         conds = (node or {}).get("status", {}).get("conditions", [])
-        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+        return any(c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastHeartbeatTime", "") >= since
+                   for c in conds)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> HollowKubelet:
@@ -160,6 +164,7 @@ class HollowKubelet:
         if not self.kubeconfig.exists():
             node_kubeconfig(self._pki, self._server, self.node, self.kubeconfig)
         self._log_offset = self.log.stat().st_size if self.log.exists() else 0
+        self._started = time.time()
         try:
             self._proc.start(timeout)
         except HarnessError:
