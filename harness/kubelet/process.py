@@ -74,7 +74,7 @@ class ContainerRecord:
     running: bool
 
 
-_REGISTERED = re.compile(r'"Registered DRA plugin" driverName="([^"]+)"')
+_REGISTERED = re.compile(r'"Registered DRA plugin".*? driverName="([^"]+)"')
 
 
 class HollowKubelet:
