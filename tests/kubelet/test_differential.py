@@ -14,7 +14,11 @@ from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-DIFFERENTIAL = ["interposed-prepare-failure", "prepare-failure-retry", "node-agent-restart"]
+SLICE_WIPE = pytest.mark.xfail(strict=True, reason=(
+    "known difference (docs/kubelet-differential.md): a restarted kubelet wipes its node's ResourceSlices until "
+    "the driver republishes, which the topology invariant sees; the fake agent's restart wipes nothing"))
+DIFFERENTIAL = ["interposed-prepare-failure", "prepare-failure-retry",
+                pytest.param("node-agent-restart", marks=SLICE_WIPE)]
 
 
 @pytest.mark.cluster

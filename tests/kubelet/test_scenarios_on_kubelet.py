@@ -17,8 +17,11 @@ from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
+SLICE_WIPE = pytest.mark.xfail(strict=True, reason=(
+    "a restarted kubelet wipes its node's ResourceSlices until the driver republishes (within 2 s), and the "
+    "continuous topology invariant sees the gap (docs/kubelet-differential.md)"))
 ON_KUBELET = [
-    "node-agent-restart", "node-loss-returns", "prepare-failure-retry", "interposed-prepare-failure",
+    pytest.param("node-agent-restart", marks=SLICE_WIPE), "node-loss-returns", "prepare-failure-retry", "interposed-prepare-failure",
     "drain-node-unprepare-failure", "driver-restart-mid-gang", "evict-during-prepare", "force-delete-driver-down",
     "reset-failure-correct-driver", "reset-leak-forget-before-reset", "shared-claim-gang", "preempt-gang-member",
     "mig-partitions-with-full-gpus", "device-taint-nvlink-claim",
