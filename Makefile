@@ -5,12 +5,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install binaries
+.PHONY: demo test install binaries browser
 
 $(BIN)/draguard: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# setuptools reports every editable install with an informational UserWarning ("Editable
+	# installation"); nothing to act on, so it is kept out of a new user's first screen.
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 install: $(BIN)/draguard
@@ -21,7 +23,17 @@ binaries: install
 demo: binaries
 	$(BIN)/draguard demo
 
-test: binaries
+# The HTML report's browser tests drive Debian's headless Chromium; installed when missing and root,
+# otherwise those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium for the HTML report's browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "chromium could not be installed: the browser tests will skip"; \
+	  else echo "chromium is not installed and this is not root: the browser tests will skip"; fi; }
+
+test: binaries browser
 	$(BIN)/python -m draguard.harness.grpcapi.regen --check
 	$(BIN)/lint-imports
 	./.ci/typecheck

@@ -84,7 +84,8 @@ def command(
     namespace: str,
     output: Path | None,
 ) -> None:
-    """Check manifests (YAML/JSON files, folders, Helm charts) against draguard's DRA guardrails.
+    """Check manifests (YAML/JSON files, folders, Helm charts, manifest templates) and the Go, TypeScript
+    and Python code that builds them against draguard's DRA guardrails.
 
     Every rule has an id, a severity, a statement and a fix (listed below); exit 1 when a finding
     is an error.

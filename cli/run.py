@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-import json
 import signal
-import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK
-from draguard.harness.result import RunResult, ScenarioResult
+from draguard import reports
+from draguard.harness.environment import run_environment
+from draguard.harness.result import RunResult
 from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenarios
 from draguard.harness.scenario.types import Scenario
+from draguard.reports.terminal import RunProgress, print_paths
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "run_scenarios", "REPORT_OPTION"]
 
-_err = Console(stderr=True)
+_err = Console(stderr=True, log_path=False)
+
+REPORT_OPTION = click.option(
+    "--report", "formats", multiple=True, metavar="FORMAT",
+    help=f"Report format, repeatable or comma-separated: {', '.join(reports.REPORTS.names())} "
+         f"(default: {' '.join(reports.DEFAULT_FORMATS)}).")
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -35,81 +40,45 @@ def _interrupt(signum: int, frame: Any) -> None:
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig of an existing cluster (--cluster kubeconfig).")
 @click.option("--context", help="Context in the kubeconfig.")
 @click.option("--report-dir", type=click.Path(file_okay=False), default="draguard-report", show_default=True,
-              help="Where verdict.json and each scenario's timeline.json go.")
+              help="Where the reports go (verdict.json, <scenario>/timeline.json, report.html, ...).")
+@REPORT_OPTION
 @click.option("--seed", type=int, help="Override every scenario's seed.")
 @click.option("--dry-run", is_flag=True, help="Print what would be created and which fault hits which target; touch nothing.")
 @click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
 def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None, context: str | None,
-        report_dir: str, seed: int | None, dry_run: bool, bin_dir: str | None) -> None:
-    """Run scenario files (or folders of them) and write verdict.json; exit 0 if all met expectations."""
+        report_dir: str, formats: tuple[str, ...], seed: int | None, dry_run: bool, bin_dir: str | None) -> None:
+    """Run scenario files (or folders of them) and write the reports; exit 0 if all met expectations."""
+    from .report import split_formats
+
+    chosen = reports.check_formats(split_formats(formats) or reports.DEFAULT_FORMATS)
     loaded = load_scenarios(scenarios)
     if dry_run:
         for sc in loaded:
             print_plan(sc, seed)
         return
     result = run_scenarios(loaded, Path(report_dir), backend=backend, kubeconfig=kubeconfig, context=context,
-                           seed=seed, bin_dir=bin_dir)
-    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+                           seed=seed, bin_dir=bin_dir, formats=chosen)
+    click.get_current_context().exit(result.exit_code)
 
 
 def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = None, kubeconfig: str | None = None,
-                  context: str | None = None, seed: int | None = None, bin_dir: str | None = None) -> RunResult:
-    """Run scenarios one after the other, print the summary and the report paths."""
+                  context: str | None = None, seed: int | None = None, bin_dir: str | None = None,
+                  formats: list[str] | tuple[str, ...] = reports.DEFAULT_FORMATS) -> RunResult:
+    """Run scenarios one after the other, render the reports and print where they are."""
+    chosen = reports.check_formats(formats)
     signal.signal(signal.SIGTERM, _interrupt)
-    out.mkdir(parents=True, exist_ok=True)
-    result = RunResult(run_id="")
+    result = RunResult(run_id="", environment={**run_environment(seed), "started": time.time()})
+    progress = RunProgress(_err)
     for sc in loaded:
-        with _err.status(f"[bold]{sc.name}[/bold]: starting") as status:
-            def progress(message: str, sc: Scenario = sc) -> None:
-                status.update(f"[bold]{sc.name}[/bold]: {message}")
-                _err.log(f"{sc.name}: {message}", highlight=False)
-
+        with progress.scenario(sc.name):
             runner = Runner(sc, RunOptions(backend=backend, kubeconfig=kubeconfig, context=context, bin_dir=bin_dir,
                                            report_dir=out, seed=seed, progress=progress))
             result.run_id = result.run_id or runner.run_id
             result.scenarios.append(runner.run())
-    (out / "verdict.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-    print_summary(result)
-    click.echo(f"verdict: {(out / 'verdict.json').resolve()}")
-    for s in result.scenarios:
-        if s.timeline_file:
-            click.echo(f"timeline: {Path(s.timeline_file).resolve()}")
+    result.environment["ended"] = time.time()
+    written = reports.render(result, out, chosen)
+    print_paths(written)
     return result
-
-
-def print_summary(result: RunResult) -> None:
-    table = Table(title="draguard verdict")
-    for col in ("scenario", "result", "invariants", "steps", "seconds"):
-        table.add_column(col)
-    for s in result.scenarios:
-        table.add_row(s.name, "[green]met[/green]" if s.ok else "[red]NOT met[/red]", _invariants(s),
-                      f"{sum(st.ok for st in s.steps)}/{len(s.steps)} ok", f"{s.duration:.0f}")
-    _err.print(table)
-    for s in result.scenarios:
-        if not s.ok and s.source:
-            _err.print(f"replay: draguard run {s.source} --seed {s.seed}", highlight=False)
-        if s.error:
-            _err.print(f"[red]{s.name}: {s.error}[/red]")
-        for name, inv in s.invariants.items():
-            if inv.met and inv.expected == "violate":  # the incident reproduced: show its evidence
-                _err.print(f"{s.name}: {name} violated, as this reproduction expects:", highlight=False)
-                for v in inv.violations[:3]:
-                    _err.print(f"    {v.message}", highlight=False)
-            if not inv.met:
-                want = "hold" if inv.expected == "hold" else "be violated"
-                _err.print(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]")
-                for v in inv.violations[:5]:
-                    _err.print(f"    {v.message}")
-
-
-def _invariants(s: ScenarioResult) -> str:
-    parts = []
-    for name, inv in s.invariants.items():
-        if inv.expected is None:
-            continue
-        mark = "✓" if inv.met else "✗"
-        parts.append(f"{mark}{name}{'(violated)' if inv.status == 'violated' else ''}")
-    return " ".join(parts)
 
 
 def print_plan(sc: Scenario, seed: int | None) -> None:

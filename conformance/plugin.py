@@ -1,28 +1,82 @@
 """The draguard pytest plugin (entry point ``pytest11: draguard``).
 
 Options: ``--draguard-cluster=local|kubeconfig`` (default local: a real control plane started for the
-session), ``--kubeconfig``, ``--context``, ``--draguard-bin-dir``.
+session), ``--kubeconfig``, ``--context``, ``--draguard-bin-dir``; and those of the sanity suite
+(``--registration-socket``, ``--plugin-socket``, ``--driver``, ``--node``, ``--cdi-dir``,
+``--restart-command``, ``--fake-driver-root``), read by :mod:`draguard.conformance.sanity.test_sanity`.
 Fixtures: ``draguard_cluster`` (session scope, a ready cluster) and ``draguard_namespace`` (a fresh
 namespace per test, labelled with the session's run label and removed afterwards).
 Marker: ``cluster`` for tests that need a cluster. Talks to: ``draguard.harness.cluster``.
+
+With allure-pytest installed and ``--alluredir`` given, a test that uses ``draguard_namespace``
+gets the DRA state of its namespace attached as JSON when it ends (a step ``draguard: state of
+namespace N`` with its pods, claims, events, and the ResourceSlices of the cluster), and
+:func:`attach_result` attaches a run's verdict and timeline to the current test.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from draguard.harness.cluster.local import LocalCluster
-from draguard.harness.errors import HarnessError
+from draguard.harness.errors import DraguardError, HarnessError
 from draguard.harness.kube import RUN_LABEL, Kube
+from draguard.harness.result import RunResult
 
-__all__ = ["ClusterHandle", "RUN_LABEL"]
+__all__ = ["ClusterHandle", "RUN_LABEL", "allure_active", "attach_result"]
+
+
+def allure_active(config: pytest.Config) -> bool:
+    """True when allure-pytest is installed and records this session (``--alluredir``)."""
+    return bool(config.pluginmanager.has_plugin("allure_listener"))
+
+
+def _attach_json(name: str, body: Any) -> None:
+    import allure
+
+    allure.attach(json.dumps(body, indent=1, default=str), name=name, attachment_type=allure.attachment_type.JSON)
+
+
+def attach_result(result: RunResult) -> None:
+    """Attach a run's verdict, its invariants' evidence and its timelines to the current Allure test."""
+    try:
+        import allure
+    except ImportError:
+        return
+    for s in result.scenarios:
+        with allure.step(f"draguard scenario {s.name}: {'met' if s.ok else 'NOT met'}"):
+            for name, inv in s.invariants.items():
+                if inv.violations:
+                    _attach_json(f"{name} evidence", [v.as_dict() for v in inv.violations])
+            if s.timeline is not None:
+                _attach_json(f"{s.name} timeline", list(s.timeline.events()))
+    _attach_json("verdict", result.as_dict())
+
+
+def _attach_namespace_state(kube: Kube, namespace: str) -> None:
+    import allure
+
+    with allure.step(f"draguard: state of namespace {namespace}"):
+        for kind in ("Pod", "ResourceClaim", "Event"):
+            try:
+                items, _ = kube.list(kind, namespace)
+            except DraguardError as exc:
+                items = [{"error": str(exc)}]
+            _attach_json(f"{kind}s", items)
+        try:
+            slices, _ = kube.list("ResourceSlice")
+        except DraguardError as exc:
+            slices = [{"error": str(exc)}]
+        _attach_json("ResourceSlices", slices)
 
 
 
@@ -55,6 +109,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kubeconfig", default=None, help="kubeconfig of the cluster (with --draguard-cluster=kubeconfig)")
     group.addoption("--context", default=None, help="kubeconfig context to use")
     group.addoption("--draguard-bin-dir", default=None, help="directory with control-plane binaries (local backend)")
+    sanity = parser.getgroup("draguard-sanity", "draguard sanity suite (pytest --pyargs draguard.conformance.sanity)")
+    sanity.addoption("--registration-socket", default=None, help="the driver's registration socket")
+    sanity.addoption("--plugin-socket", default=None, help="the driver's DRA socket [default: from registration]")
+    sanity.addoption("--driver", default=None, help="the driver's name")
+    sanity.addoption("--node", default=None, help="the node the driver serves [default: from its slices]")
+    sanity.addoption("--cdi-dir", default=None, help="where the driver writes CDI specs")
+    sanity.addoption("--restart-command", default=None, help="shell command that restarts the driver")
+    sanity.addoption("--fake-driver-root", default=None, help="node root of draguard's fake driver (fault hooks)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -94,4 +156,6 @@ def draguard_namespace(draguard_cluster: ClusterHandle, request: pytest.FixtureR
     try:
         yield name
     finally:
+        if allure_active(request.config):
+            _attach_namespace_state(kube, name)
         kube.delete("Namespace", name)

@@ -372,6 +372,29 @@ class Kube:
     def server_version(self) -> Obj:
         return self.request("GET", "/version")
 
+    def feature_gates(self, timeout: float = 10.0) -> dict[str, bool]:
+        """The API server's feature gates as its ``kubernetes_feature_enabled`` metric reports them.
+
+        Empty when ``/metrics`` cannot be read (no permission, an old server). The metric is defined in
+        k8s.io/component-base/metrics/prometheus/feature/metrics.go.
+        """
+        url, hdrs = self._serialize("GET", "/metrics", None, {"Accept": "text/plain"})
+        try:
+            resp = self._pool.request("GET", url, headers=hdrs, timeout=urllib3.Timeout(total=timeout), retries=False)
+        except urllib3.exceptions.HTTPError:
+            return {}
+        if resp.status != 200:
+            return {}
+        gates: dict[str, bool] = {}
+        for line in resp.data.decode(errors="replace").splitlines():
+            if line.startswith("kubernetes_feature_enabled{"):
+                labels, _, value = line.rpartition("}")
+                name = next((part.split("=", 1)[1].strip('"') for part in labels[len("kubernetes_feature_enabled{"):].split(",")
+                             if part.startswith("name=")), None)
+                if name:
+                    gates[name] = value.strip() not in ("0", "0.0")
+        return gates
+
     def ready(self) -> bool:
         """True when ``/readyz`` answers 200."""
         url, hdrs = self._serialize("GET", "/readyz", None, {})

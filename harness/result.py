@@ -1,25 +1,116 @@
 """The result model of a run: per scenario, per invariant, with evidence. Reports read only this.
 
-``verdict.json`` is :meth:`RunResult.as_dict`; its shape is stable (reports, CI and tests rely on it)::
+Every renderer (``draguard.reports``: terminal, JSON, JUnit, Allure, HTML) reads a :class:`RunResult`
+and nothing else; the runner returns one and writes no files. ``verdict.json`` is
+:meth:`RunResult.as_dict` and :meth:`RunResult.from_dict` reads it back; its shape is stable (reports,
+CI and tests rely on it)::
 
-    {"ok": bool, "runId": str, "scenarios": [
-        {"name", "source", "seed", "ok", "error", "durationSeconds", "timeline": "<file>",
+    {"schemaVersion": 1, "ok": bool, "exitCode": 0|1|2, "runId": str, "environment": {...},
+     "checks": [{"id", "rule", "source", "status", "reason", "evidence": [...], "durationSeconds"}],
+     "scenarios": [
+        {"name", "source", "seed", "ok", "error", "errorKind", "durationSeconds", "timeline": "<file>",
+         "environment": {...},
          "expectations": {"hold": [...], "violate": [...]},
          "invariants": {"<name>": {"status": "held"|"violated"|"not-checked", "expected": "hold"|"violate"|null,
                                    "met": bool, "violations": [{"message", "objects", "devices", "time"}]}},
-         "steps": [{"name", "fault", "t", "ok", "detail"}]}]}
+         "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status"}]}]}
+
+The timeline of a scenario is not part of the verdict: :attr:`ScenarioResult.timeline` refers to it
+(a :class:`TimelineSource`, in memory during a run or a file when a finished run is read back), and
+the ``json`` report writes it beside the verdict as ``<scenario>/timeline.json``.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Evidence", "InvariantResult", "StepResult", "ScenarioResult", "RunResult"]
+from . import errors
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Evidence",
+    "InvariantResult",
+    "StepResult",
+    "CheckResult",
+    "ScenarioResult",
+    "RunResult",
+    "TimelineSource",
+    "TimelineEvents",
+    "TimelineFile",
+    "ResultFormatError",
+    "exit_code_of",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the ``verdict.json`` shape; a report from another version is refused, not misread."""
 
 Status = Literal["held", "violated", "not-checked"]
+StepStatus = Literal["ok", "error", "late", "never-ran", "not-fired"]
+CheckStatus = Literal["passed", "failed", "skipped", "error"]
 
 
+class ResultFormatError(errors.UsageError):
+    """A verdict or timeline file cannot be read back: missing, partial or from another version."""
+
+
+def exit_code_of(error_kind: str | None) -> int:
+    """The exit code an error of class ``error_kind`` (a name in :mod:`draguard.harness.errors`) maps to.
+
+    An unusable environment (``HarnessError``) or input (``UsageError``) is 2; an unknown or absent
+    kind is a failed expectation, 1.
+    """
+    cls = getattr(errors, error_kind, None) if error_kind else None
+    if isinstance(cls, type) and issubclass(cls, errors.DraguardError):
+        return cls.exit_code
+    return errors.EXIT_FAILED
+
+
+# -- timelines ------------------------------------------------------------------------------------
+@runtime_checkable
+class TimelineSource(Protocol):
+    """Where a scenario's timeline events come from, in time order (dicts as in ``timeline.json``)."""
+
+    def events(self) -> Iterator[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class TimelineEvents:
+    """A timeline held in memory (tests, or a run's events once it stopped)."""
+
+    items: tuple[dict[str, Any], ...] = ()
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        return iter(self.items)
+
+
+@dataclass(frozen=True)
+class TimelineFile:
+    """A timeline on disk: a JSON array (``timeline.json``) or one JSON object per line (``.jsonl``)."""
+
+    path: Path
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        try:
+            text = self.path.read_text()
+        except OSError as exc:
+            raise ResultFormatError(f"{self.path}: cannot read the timeline: {exc.strerror or exc}") from exc
+        try:
+            if self.path.suffix == ".jsonl":
+                items = [json.loads(line) for line in text.splitlines() if line.strip()]
+            else:
+                items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ResultFormatError(f"{self.path}: not a complete timeline (line {exc.lineno}: {exc.msg})") from exc
+        if not isinstance(items, list) or not all(isinstance(e, dict) and "t" in e for e in items):
+            raise ResultFormatError(f"{self.path}: not a timeline: expected a list of events with a time 't'")
+        return iter(items)
+
+
+# -- cases ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Evidence:
     message: str
@@ -29,6 +120,10 @@ class Evidence:
 
     def as_dict(self) -> dict[str, Any]:
         return {"message": self.message, "objects": list(self.objects), "devices": list(self.devices), "time": self.time}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Evidence:
+        return cls(str(d["message"]), tuple(d.get("objects") or ()), tuple(d.get("devices") or ()), d.get("time"))
 
 
 @dataclass
@@ -51,6 +146,11 @@ class InvariantResult:
         return {"status": self.status, "expected": self.expected, "met": self.met, "summary": self.summary,
                 "violations": [v.as_dict() for v in self.violations]}
 
+    @classmethod
+    def from_dict(cls, name: str, d: Mapping[str, Any]) -> InvariantResult:
+        return cls(name, str(d.get("summary", "")), d["status"], d.get("expected"),
+                   [Evidence.from_dict(v) for v in d.get("violations") or ()])
+
 
 @dataclass
 class StepResult:
@@ -59,9 +159,52 @@ class StepResult:
     t: float
     ok: bool
     detail: str = ""
+    due: float | None = None
+    """Seconds since the run start when the scenario said it was due (None: a when-condition)."""
+    ran: float | None = None
+    """When it actually started."""
+    finished: float | None = None
+    """When it returned."""
+    fired: int | None = None
+    """How often its fault fired (driver/interposer counters); None when not countable."""
+    optional: bool = False
+    status: StepStatus = "ok"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "fault": self.fault, "t": round(self.t, 3), "ok": self.ok, "detail": self.detail}
+        return {"name": self.name, "fault": self.fault, "t": round(self.t, 3), "ok": self.ok, "detail": self.detail,
+                "due": _round(self.due), "ran": _round(self.ran), "finished": _round(self.finished),
+                "fired": self.fired, "optional": self.optional, "status": self.status}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepResult:
+        return cls(str(d["name"]), str(d["fault"]), float(d["t"]), bool(d["ok"]), str(d.get("detail", "")),
+                   d.get("due"), d.get("ran"), d.get("finished"), d.get("fired"), bool(d.get("optional", False)),
+                   d.get("status", "ok" if d["ok"] else "error"))
+
+
+@dataclass
+class CheckResult:
+    """One sanity or conformance check of a driver."""
+
+    id: str
+    """Stable dotted id, e.g. ``sanity.unprepare.unknown-claim``."""
+    rule: str
+    """The rule, in one sentence."""
+    source: str
+    """Where the rule comes from (a guardrail, a KEP, a kubelet file)."""
+    status: CheckStatus
+    reason: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+    duration: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "rule": self.rule, "source": self.source, "status": self.status, "reason": self.reason,
+                "evidence": [e.as_dict() for e in self.evidence], "durationSeconds": round(self.duration, 3)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
+        return cls(str(d["id"]), str(d.get("rule", "")), str(d.get("source", "")), d["status"], str(d.get("reason", "")),
+                   [Evidence.from_dict(e) for e in d.get("evidence") or ()], float(d.get("durationSeconds", 0.0)))
 
 
 @dataclass
@@ -74,34 +217,97 @@ class ScenarioResult:
     error: str | None = None
     duration: float = 0.0
     timeline_file: str | None = None
+    """Where the timeline was written, relative to the report directory (set by the ``json`` report)."""
     hold: tuple[str, ...] = ()
     violate: tuple[str, ...] = ()
-    node_agents: dict[str, str] = field(default_factory=dict)
-    """Node name -> the agent that ran it (``fake`` or ``kubelet``)."""
+    environment: dict[str, Any] = field(default_factory=dict)
+    """Driver, mutant, node agent, node count, Kubernetes version and feature gates of this scenario's cluster."""
+    error_kind: str | None = None
+    """Class name of the error that stopped the run (``HarnessError``...): decides exit code 2 vs 1."""
+    timeline: TimelineSource | None = field(default=None, repr=False, compare=False)
+    """The scenario's timeline events (not serialised into the verdict)."""
 
     @property
     def ok(self) -> bool:
         return self.error is None and all(r.met for r in self.invariants.values())
 
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return max(exit_code_of(self.error_kind), errors.EXIT_FAILED)
+        return errors.EXIT_OK if self.ok else errors.EXIT_FAILED
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "source": self.source, "seed": self.seed, "ok": self.ok, "error": self.error,
+            "errorKind": self.error_kind,
             "durationSeconds": round(self.duration, 2), "timeline": self.timeline_file,
+            "environment": self.environment,
             "expectations": {"hold": list(self.hold), "violate": list(self.violate)},
             "invariants": {n: r.as_dict() for n, r in self.invariants.items()},
             "steps": [s.as_dict() for s in self.steps],
-            "environment": {"nodeAgents": dict(self.node_agents)},
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScenarioResult:
+        exp = d.get("expectations") or {}
+        return cls(
+            str(d["name"]), d.get("source"), int(d["seed"]),
+            invariants={n: InvariantResult.from_dict(n, r) for n, r in (d.get("invariants") or {}).items()},
+            steps=[StepResult.from_dict(s) for s in d.get("steps") or ()],
+            error=d.get("error"), duration=float(d.get("durationSeconds", 0.0)), timeline_file=d.get("timeline"),
+            hold=tuple(exp.get("hold") or ()), violate=tuple(exp.get("violate") or ()),
+            environment=dict(d.get("environment") or {}), error_kind=d.get("errorKind"),
+        )
 
 
 @dataclass
 class RunResult:
     run_id: str
     scenarios: list[ScenarioResult] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    """draguard version, machine, seed override, start and end of the whole run."""
 
     @property
     def ok(self) -> bool:
-        return bool(self.scenarios) and all(s.ok for s in self.scenarios)
+        if not self.scenarios and not self.checks:
+            return False
+        return all(s.ok for s in self.scenarios) and not any(c.status in ("failed", "error") for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        """0 all passed, 1 something failed, 2 the input or the environment was unusable somewhere."""
+        codes = [s.exit_code for s in self.scenarios]
+        codes += [errors.EXIT_FAILED for c in self.checks if c.status in ("failed", "error")]
+        if not self.scenarios and not self.checks:
+            codes.append(errors.EXIT_USAGE)
+        return max(codes, default=errors.EXIT_OK)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "runId": self.run_id, "scenarios": [s.as_dict() for s in self.scenarios]}
+        return {"schemaVersion": SCHEMA_VERSION, "ok": self.ok, "exitCode": self.exit_code, "runId": self.run_id,
+                "environment": self.environment, "checks": [c.as_dict() for c in self.checks],
+                "scenarios": [s.as_dict() for s in self.scenarios]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str = "verdict") -> RunResult:
+        """Read a verdict back; :class:`ResultFormatError` naming ``where`` and what is wrong otherwise."""
+        if not isinstance(d, Mapping):
+            raise ResultFormatError(f"{where}: not a draguard verdict (expected a JSON object)")
+        version = d.get("schemaVersion")
+        if version != SCHEMA_VERSION:
+            raise ResultFormatError(
+                f"{where}: written by another draguard version (schemaVersion {version!r}; this one reads "
+                f"{SCHEMA_VERSION}); re-run the scenarios to get a verdict this version can read")
+        missing = [k for k in ("runId", "scenarios") if k not in d]
+        if missing:
+            raise ResultFormatError(f"{where}: partial verdict: missing {', '.join(missing)}")
+        try:
+            return cls(str(d["runId"]), [ScenarioResult.from_dict(s) for s in d["scenarios"]],
+                       [CheckResult.from_dict(c) for c in d.get("checks") or ()], dict(d.get("environment") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResultFormatError(f"{where}: partial verdict: {type(exc).__name__} {exc}") from exc
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)

@@ -81,3 +81,15 @@ def test_every_command_has_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage: " in result.output and path[-1] in result.output
+
+
+def test_building_the_package_prints_no_setuptools_warnings(tmp_path: Path) -> None:
+    """A new user's first screen: no license-table deprecation, no data folders 'ignored as packages'."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, check=True,
+    )
+    output = proc.stdout + proc.stderr
+    for warning in ("Package would be ignored", "is absent from the `packages` configuration",
+                    "`project.license` as a TOML table is deprecated", "SetuptoolsDeprecationWarning"):
+        assert warning not in output, warning

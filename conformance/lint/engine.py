@@ -15,7 +15,8 @@ from . import server as _server  # noqa: F401  (registers server-rejected)
 from .inventory import build
 from .registry import RULES, Rule, Severity
 from .server import ServerCheck
-from .source import Document, NotChecked, load
+from .source import Document, LintInputError, NotChecked, load
+from .sources import CodeFile
 
 __all__ = ["Finding", "Report", "lint", "lint_documents", "DEFAULT_TARGET_RELEASE", "parse_release"]
 
@@ -70,9 +71,11 @@ def lint_documents(
     documents: Sequence[Document],
     target_release: tuple[int, int] = DEFAULT_TARGET_RELEASE,
     server: ServerCheck | None = None,
+    code: Sequence[CodeFile] = (),
 ) -> list[Finding]:
-    """Findings of every rule over already loaded documents, sorted by place then rule."""
+    """Findings of every rule over already loaded documents (and source files), sorted by place then rule."""
     inv = build(list(documents), target_release)
+    inv.code = list(code)
     inv.server = server
     found: set[Finding] = set()
     for r in RULES.values():
@@ -88,9 +91,13 @@ def lint(
     target_release: tuple[int, int] = DEFAULT_TARGET_RELEASE,
     server: ServerCheck | None = None,
 ) -> Report:
-    """Lint files and folders; raises LintInputError (a UsageError) on unreadable or malformed input."""
+    """Lint files and folders; raises LintInputError (a UsageError) on unreadable or malformed input,
+    and when every file is source code that does not parse (nothing could be checked)."""
     sources = load(paths)
-    findings = lint_documents(sources.documents, target_release, server)
+    unparsable = [n for n in sources.not_checked if n.unparsable]
+    if unparsable and not sources.files:
+        raise LintInputError([f"{n.path}: not checked: {n.reason}" for n in unparsable])
+    findings = lint_documents(sources.documents, target_release, server, sources.code)
     not_checked = list(sources.not_checked) + (list(server.not_checked) if server else [])
     rules = [r for r in RULES.values() if server is not None or not r.needs_server]
     return Report(findings, not_checked, list(sources.files), rules, target_release)

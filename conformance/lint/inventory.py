@@ -20,6 +20,7 @@ from draguard.harness.cel import CelError, compile_selector
 
 from .knowledge import knowledge
 from .source import Document, Location
+from .sources.model import CodeFile
 
 __all__ = [
     "Inventory",
@@ -408,6 +409,8 @@ class Inventory:
     """Claims used by PodGroups and Workload pod-group templates."""
     server: Any = None
     """A :class:`~draguard.conformance.lint.server.ServerCheck` when ``--server`` is on."""
+    code: list[CodeFile] = field(default_factory=list)
+    """What was read from source files (their embedded manifests are among the documents)."""
 
     def claim_source(self, ref: PodClaimRef, namespace: str | None) -> ClaimSpec | None:
         """The ResourceClaim or ResourceClaimTemplate ``ref`` names, when the set defines it."""

@@ -31,6 +31,13 @@ class DriverInfo:
     capacity: frozenset[str]
     shared_types: frozenset[str]
 
+    def published(self) -> str:
+        """The attributes its devices publish, by domain: ``gpu.nvidia.com/{type, uuid}, resource.kubernetes.io/{pcieRoot}``."""
+        parts = []
+        for domain, names in self.attributes.items():
+            parts.append(f"{domain}/*" if names is None else f"{domain}/{{{', '.join(sorted(names))}}}")
+        return ", ".join(parts)
+
     def can_have(self, domain: str, name: str) -> bool:
         if domain not in self.attributes:
             return False
@@ -47,12 +54,18 @@ class Knowledge:
     class_drivers: Mapping[str, str]
     shared_classes: frozenset[str]
     interconnect_attributes: frozenset[str]
+    topology_words: tuple[str, ...]
     accelerator_resources: tuple[str, ...]
     gang_labels: frozenset[str]
     gang_annotations: frozenset[str]
 
     def is_accelerator_resource(self, resource: str) -> bool:
         return any(fnmatch.fnmatchcase(resource, pattern) for pattern in self.accelerator_resources)
+
+    def is_topology_attribute(self, name: str) -> bool:
+        """Whether an attribute says where a device sits in an interconnect (NVLink, PCIe, NUMA, mesh...)."""
+        lowered = name.lower()
+        return name in self.interconnect_attributes or any(word in lowered for word in self.topology_words)
 
     def driver_of_class(self, class_name: str) -> str | None:
         """The driver a well-known class name selects, if the name is known."""
@@ -84,6 +97,7 @@ def knowledge() -> Knowledge:
         class_drivers={name: c["driver"] for name, c in classes.items()},
         shared_classes=frozenset(name for name, c in classes.items() if c.get("shared")),
         interconnect_attributes=frozenset(data["interconnectAttributes"]),
+        topology_words=tuple(w.lower() for w in data["topologyWords"]),
         accelerator_resources=tuple(data["acceleratorResources"]),
         gang_labels=frozenset(data["gangLabels"]),
         gang_annotations=frozenset(data["gangAnnotations"]),

@@ -1,9 +1,11 @@
-"""Reading the linted set: files and folders of YAML and JSON, multi-document, and Helm charts.
+"""Reading the linted set: files and folders of YAML and JSON, multi-document, Helm charts, and
+source code (Go, TypeScript, Python) and manifest templates, which :mod:`.sources` reads.
 
 Everything is parsed with ruamel.yaml's round-trip loader, which keeps the line and column of every
 mapping key, value and sequence item, so that a finding can point at the exact field. JSON is
 YAML too; a JSON file ruamel cannot read (tabs in indentation) falls back to the json module and
-its findings point at the file's first line.
+its findings point at the file's first line. A source file that does not parse is not checked
+(``unparsable``); the others are still read.
 
 A folder holding ``Chart.yaml`` is a Helm chart: it is rendered with ``helm template`` when helm is
 installed, and otherwise reported as not checked, with the reason. Unreadable or malformed input
@@ -22,17 +24,23 @@ import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from draguard.harness.errors import UsageError
 
+if TYPE_CHECKING:
+    from .sources import CodeFile
+
 __all__ = ["Location", "Document", "NotChecked", "Sources", "LintInputError", "load", "MANIFEST_SUFFIXES"]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """Files a folder walk picks up; a file named on the command line is read whatever its name."""
+
+SKIPPED_FOLDERS = frozenset({"node_modules", "vendor", "__pycache__"})
+"""Dependencies and caches a folder walk does not enter (a project's own code is what is linted)."""
 
 HELM_TIMEOUT_S = 120
 
@@ -57,6 +65,26 @@ class Location:
         return f"{self.file}:{self.line}:{self.column}"
 
 
+class TextOrigin:
+    """Maps positions in a text parsed out of a file (a string literal's value) back into that file.
+
+    ``points[i]`` is the 0-based (line, column) in the file of the text's ``i``-th character, and
+    ``points[len(text)]`` that of its end; an escape sequence's characters all map to the escape.
+    """
+
+    def __init__(self, text: str, points: Sequence[tuple[int, int]]) -> None:
+        self.points = list(points)
+        self.line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+
+    def place(self, file: str, line: int, column: int) -> Location:
+        if not self.points:
+            return Location(file, 1, 1)
+        start = self.line_starts[min(line, len(self.line_starts) - 1)]
+        index = min(start + column, len(self.points) - 1)
+        row, col = self.points[index]
+        return Location(file, row + 1, col + 1)
+
+
 @dataclass(frozen=True)
 class Document:
     """One YAML/JSON document: a top-level mapping, with the means to locate its nodes."""
@@ -66,6 +94,8 @@ class Document:
     obj: Mapping[str, Any]
     line_offset: int = 0
     """Added to ruamel's line numbers (rendered Helm documents are parsed one at a time)."""
+    origin: TextOrigin | None = None
+    """Where the parsed text sits in its file, when it is a string literal in source code."""
 
     @property
     def api_version(self) -> str:
@@ -112,7 +142,13 @@ class Document:
         if pos is None or pos[0] is None:
             root = getattr(self.obj, "lc", None)
             pos = (root.line, root.col) if root is not None and root.line is not None else (0, 0)
-        return Location(self.file, pos[0] + 1 + self.line_offset, pos[1] + 1)
+        return self._place(pos[0], pos[1])
+
+    def _place(self, line: int, column: int) -> Location:
+        """The file position of 0-based ``line``/``column`` in the parsed text."""
+        if self.origin is not None:
+            return self.origin.place(self.file, line, column)
+        return Location(self.file, line + 1 + self.line_offset, column + 1)
 
     def value_at(self, node: Mapping[str, Any], key: str) -> Location:
         """Where the value of ``node[key]`` starts (for a scalar; a collection's first entry otherwise)."""
@@ -120,7 +156,7 @@ class Document:
         try:
             if lc is not None:
                 line, col = lc.value(key)
-                return Location(self.file, line + 1 + self.line_offset, col + 1)
+                return self._place(line, col)
         except (KeyError, TypeError, AttributeError):
             pass
         return self.at(node, key)
@@ -132,6 +168,8 @@ class NotChecked:
 
     path: str
     reason: str
+    unparsable: bool = False
+    """The file is source code that does not parse (bad input, unlike a chart with no helm to render it)."""
 
 
 @dataclass
@@ -141,6 +179,8 @@ class Sources:
     documents: list[Document] = field(default_factory=list)
     not_checked: list[NotChecked] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    code: list[CodeFile] = field(default_factory=list)
+    """What was read from Go, TypeScript and Python files and manifest templates."""
 
 
 def _yaml() -> YAML:
@@ -150,7 +190,8 @@ def _yaml() -> YAML:
 
 
 def _walk(folder: Path) -> Iterator[Path]:
-    """Manifest files and chart folders under ``folder``, sorted, hidden folders skipped."""
+    """Manifest, source and template files and chart folders under ``folder``, sorted; hidden folders
+    and :data:`SKIPPED_FOLDERS` skipped."""
     if (folder / "Chart.yaml").is_file():
         yield folder
         return
@@ -159,12 +200,19 @@ def _walk(folder: Path) -> Iterator[Path]:
     except OSError as exc:
         raise LintInputError([f"{folder}: cannot read the folder: {exc.strerror or exc}"]) from exc
     for entry in entries:
-        if entry.name.startswith("."):
+        if entry.name.startswith(".") or (entry.name in SKIPPED_FOLDERS and entry.is_dir()):
             continue
         if entry.is_dir():
             yield from _walk(entry)
-        elif entry.suffix.lower() in MANIFEST_SUFFIXES and entry.is_file():
+        elif (entry.suffix.lower() in MANIFEST_SUFFIXES or is_code(entry)) and entry.is_file():
             yield entry
+
+
+def is_code(path: Path) -> bool:
+    """Whether a file is read as Go, TypeScript or Python source, or as a manifest template."""
+    from .sources import is_code as _is_code  # see _read_code
+
+    return _is_code(path)
 
 
 def _display(path: Path) -> str:
@@ -186,7 +234,7 @@ def _flatten(obj: Any) -> Iterator[Mapping[str, Any]]:
     yield obj
 
 
-def parse_text(text: str, display: str, line_offset: int = 0) -> list[Document]:
+def parse_text(text: str, display: str, line_offset: int = 0, origin: TextOrigin | None = None) -> list[Document]:
     """The documents of one YAML/JSON text; raises :class:`LintInputError` when it is malformed."""
     try:
         loaded = list(_yaml().load_all(text))
@@ -201,7 +249,7 @@ def parse_text(text: str, display: str, line_offset: int = 0) -> list[Document]:
     docs: list[Document] = []
     for obj in loaded:
         for item in _flatten(obj):
-            docs.append(Document(display, len(docs), item, line_offset))
+            docs.append(Document(display, len(docs), item, line_offset, origin))
     return docs
 
 
@@ -211,6 +259,17 @@ def _yaml_problem(display: str, exc: Exception, line_offset: int) -> str:
     if mark is not None:
         return f"{display}:{mark.line + 1 + line_offset}:{mark.column + 1}: cannot parse YAML: {problem}"
     return f"{display}: cannot parse YAML: {problem}"
+
+
+def _read_code(path: Path, display: str) -> CodeFile:
+    from .sources import read_code  # here, not at the top: the sources package reads this module's types
+
+    try:
+        return read_code(path.read_bytes(), path, display)
+    except UnicodeDecodeError as exc:
+        raise LintInputError([f"{display}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from exc
+    except OSError as exc:
+        raise LintInputError([f"{display}: cannot read: {exc.strerror or exc}"]) from exc
 
 
 def _read(path: Path, display: str) -> list[Document]:
@@ -313,6 +372,15 @@ def load(paths: Iterable[str | os.PathLike[str]]) -> Sources:
                     if skipped:
                         sources.not_checked.append(skipped)
                         continue
+                elif is_code(target):
+                    code = _read_code(target, shown)
+                    if code.parse_error is not None:
+                        reason = f"parse error at {code.parse_error}"
+                        sources.not_checked.append(NotChecked(shown, reason, unparsable=True))
+                        continue
+                    sources.code.append(code)
+                    sources.not_checked.extend(code.not_checked)
+                    docs = code.documents
                 else:
                     docs = _read(target, shown)
             except LintInputError as exc:

@@ -16,6 +16,7 @@ complete. Talks to: the network (3), ``go`` (4), the filesystem.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -30,10 +31,12 @@ import urllib.request
 from collections.abc import Callable
 from typing import IO
 from dataclasses import dataclass
+from typing import IO
 from pathlib import Path
 
 from ..errors import HarnessError
 from ..paths import cache_dir
+from ..progress import Counted, wants_counts
 
 __all__ = [
     "K8S_VERSION",
@@ -255,11 +258,15 @@ def _go_build(go: str, name: str, out: Path, workdir: Path, version: str, log: I
     assert proc.stdout is not None
     count = 0
     last = time.monotonic()
+    every = 1.0 if wants_counts(progress) else 15.0
     for line in proc.stdout:
         log.write(line)
         count += 1
-        if time.monotonic() - last > 15:
-            progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
+        if time.monotonic() - last > every:
+            if every < 15:
+                progress(Counted(f"building {name}: packages compiled", count))
+            else:
+                progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
             last = time.monotonic()
     if proc.wait() != 0:
         log.flush()
@@ -378,6 +385,29 @@ def resolve(
     if entry.exists():
         verify_cache_entry(entry)
         return Binaries(entry, "cache")
+    # Two processes filling the same cache entry would share its .partial directory (one wipes what
+    # the other built): one fills it, the other waits and then finds the entry.
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with (entry.parent / f"{entry.name}.lock").open("w") as lock:
+        if not _try_lock(lock):
+            progress(f"another process is filling {entry}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if entry.exists():
+            verify_cache_entry(entry)
+            return Binaries(entry, "cache")
+        return _fill(entry, version, allow_download, allow_build, progress)
+
+
+def _try_lock(lock: IO[str]) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _fill(entry: Path, version: str, allow_download: bool | None, allow_build: bool, progress: Progress) -> Binaries:
+    """Download or build the cache entry (the caller holds its lock)."""
     if allow_download is None:
         allow_download = os.environ.get("DRAGUARD_DOWNLOAD", "1") != "0"
     if allow_download:

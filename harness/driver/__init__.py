@@ -1,7 +1,8 @@
 """The fake DRA driver: a kubelet plugin that simulates a node's accelerators, written in Python.
 
 One process per node serves the kubelet DRA gRPC service (v1 and v1beta1), plugin registration and
-the health stream on unix sockets, publishes the node's ResourceSlices, and keeps a crash-safe
+the health stream (v1 and v1alpha1) on unix sockets (protocol names and the client:
+:mod:`draguard.harness.grpcapi.plugin`), publishes the node's ResourceSlices, and keeps a crash-safe
 checkpoint of prepared claims. Faults are switched on and off from another process through a file;
 mutants reproduce known driver bugs so that the conformance suite can be shown to catch them.
 
@@ -13,7 +14,6 @@ mutants reproduce known driver bugs so that the conformance suite can be shown t
     mutants.py   registry of known-bug modes
     plugin.py    prepare / unprepare logic on top of state, cdi, faults and mutants
     service.py   gRPC servicers and the two unix-socket servers
-    client.py    a small gRPC client for the plugin's sockets (tests, conformance)
     process.py   run the driver as a subprocess (node agent, runner, tests)
 
 Only the light modules are imported here; ``service`` and ``process`` import grpc and are

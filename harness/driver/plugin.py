@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..grpcapi.plugin import ClaimRef
 from ..paths import NodeDirs
 from . import cdi
 from .faults import FaultControl
@@ -45,19 +46,7 @@ from .state import (
 )
 from .topology import DeviceInfo, Inventory
 
-__all__ = ["ClaimRef", "ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError"]
-
-
-@dataclass(frozen=True)
-class ClaimRef:
-    """A claim as the kubelet names it in a request."""
-
-    uid: str
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name} ({self.uid})"
+__all__ = ["ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError"]
 
 
 class ClaimReader(Protocol):
@@ -375,7 +364,7 @@ class FakeDriver:
                 continue
             if obj is not None and obj.get("metadata", {}).get("uid") == rec.uid:
                 continue
-            ref = ClaimRef(rec.uid, rec.namespace, rec.name)
+            ref = ClaimRef(namespace=rec.namespace, name=rec.name, uid=rec.uid)
             with self._lock:
                 current = self.cp.claims.get(rec.uid)
                 if current is None or current.state is not ClaimState.PREPARE_STARTED:

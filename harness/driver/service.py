@@ -1,10 +1,13 @@
 """The fake driver as a kubelet plugin: gRPC servicers, the two unix-socket servers, and the run loop.
 
 * ``<plugins>/<driver>/dra.sock`` serves ``k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin``, the same
-  service in ``v1beta1`` and ``v1alpha1.DRAResourceHealth`` (NodeWatchResources);
+  service in ``v1beta1``, and ``DRAResourceHealth`` (NodeWatchResources) in ``v1`` and ``v1alpha1``;
 * ``<plugins_registry>/<driver>-reg.sock`` serves ``pluginregistration.Registration``: GetInfo
-  answers type ``DRAPlugin``, the driver name, the DRA socket path and the versions
-  ``v1.DRAPlugin``, ``v1beta1.DRAPlugin``.
+  answers type ``DRAPlugin``, the driver name, the DRA socket path and every service it serves:
+  ``v1.DRAPlugin``, ``v1beta1.DRAPlugin``, ``v1.DRAResourceHealth``, ``v1alpha1.DRAResourceHealth``
+  (the kubelet watches health only when the registration lists a health service).
+
+Versions, message layouts and the claim reference come from :mod:`draguard.harness.grpcapi.plugin`.
 
 :func:`build` validates every input (names, topology, mutant, sockets) before anything starts, so
 bad input fails with one clear error and leaves nothing running; :func:`serve` then publishes the
@@ -30,26 +33,27 @@ from typing import Any
 import grpc
 
 from ..errors import HarnessError, UsageError
-from ..grpcapi import dra_health_v1alpha1_pb2 as health_pb
-from ..grpcapi import dra_health_v1alpha1_pb2_grpc as health_grpc
-from ..grpcapi import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
-    pluginregistration_pb2,
-    pluginregistration_pb2_grpc,
+from ..grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
+from ..grpcapi.plugin import (
+    DRA_VERSIONS,
+    HEALTH_SERVICES,
+    HEALTH_VERSIONS,
+    PLUGIN_TYPE,
+    SUPPORTED_VERSIONS,
+    ApiVersion,
+    ClaimRef,
+    PluginDevice,
+    PluginInfo,
 )
 from ..paths import DEFAULT_DRIVER, NodeDirs
 from .faults import FaultControl
 from .mutants import get_mutant
-from .plugin import ClaimRef, FakeDriver, KubeClaims
+from .plugin import FakeDriver, KubeClaims
 from .slices import SlicePublisher
 from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
 
 __all__ = [
-    "PLUGIN_TYPE",
-    "SUPPORTED_VERSIONS",
+    "ADVERTISED",
     "DriverConfig",
     "PluginServer",
     "Driver",
@@ -60,8 +64,8 @@ __all__ = [
 
 log = logging.getLogger("draguard.driver")
 
-PLUGIN_TYPE = "DRAPlugin"
-SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+ADVERTISED = (*SUPPORTED_VERSIONS, *HEALTH_SERVICES)
+"""What the fake driver lists in ``supported_versions``: every DRA and health service it serves."""
 UNIX_PATH_MAX = 107
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -72,12 +76,12 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 class _DraServicer:
     """NodePrepareResources / NodeUnprepareResources for one API version (same messages in both)."""
 
-    def __init__(self, driver: FakeDriver, pb: ModuleType) -> None:
+    def __init__(self, driver: FakeDriver, api: ApiVersion) -> None:
         self.driver = driver
-        self.pb = pb
+        self.pb = api.pb
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
-        refs = [ClaimRef(c.uid, c.namespace, c.name) for c in request.claims]
+        refs = [ClaimRef.from_pb(c) for c in request.claims]
         resp = self.pb.NodePrepareResourcesResponse()
         for uid, result in self.driver.prepare(refs).items():
             entry = resp.claims[uid]
@@ -85,29 +89,17 @@ class _DraServicer:
                 entry.error = result.error
                 continue
             for d in result.devices:
-                entry.devices.add(
-                    request_names=d.requests, pool_name=d.pool, device_name=d.device, cdi_device_ids=d.cdi_device_ids
-                )
+                PluginDevice(tuple(d.requests), d.pool, d.device, tuple(d.cdi_device_ids)).add_to(entry)
         return resp
 
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
-        refs = [ClaimRef(c.uid, c.namespace, c.name) for c in request.claims]
+        refs = [ClaimRef.from_pb(c) for c in request.claims]
         resp = self.pb.NodeUnprepareResourcesResponse()
         for uid, error in self.driver.unprepare(refs).items():
             entry = resp.claims[uid]
             if error:
                 entry.error = error
         return resp
-
-
-class _DraV1(_DraServicer, dra_v1_pb2_grpc.DRAPluginServicer):
-    def __init__(self, driver: FakeDriver) -> None:
-        super().__init__(driver, dra_v1_pb2)
-
-
-class _DraV1beta1(_DraServicer, dra_v1beta1_pb2_grpc.DRAPluginServicer):
-    def __init__(self, driver: FakeDriver) -> None:
-        super().__init__(driver, dra_v1beta1_pb2)
 
 
 class _Registration(pluginregistration_pb2_grpc.RegistrationServicer):
@@ -117,9 +109,7 @@ class _Registration(pluginregistration_pb2_grpc.RegistrationServicer):
         self.status: tuple[bool, str] | None = None
 
     def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return pluginregistration_pb2.PluginInfo(
-            type=PLUGIN_TYPE, name=self.driver, endpoint=str(self.endpoint), supported_versions=list(SUPPORTED_VERSIONS)
-        )
+        return PluginInfo(PLUGIN_TYPE, self.driver, str(self.endpoint), ADVERTISED).to_pb()
 
     def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.status = (request.plugin_registered, request.error)
@@ -130,19 +120,23 @@ class _Registration(pluginregistration_pb2_grpc.RegistrationServicer):
         return pluginregistration_pb2.RegistrationStatusResponse()
 
 
-class _Health(health_grpc.DRAResourceHealthServicer):
-    def __init__(self, driver: FakeDriver, interval: float, stop: threading.Event) -> None:
+class _Health:
+    """NodeWatchResources for one health API version (same messages in v1 and v1alpha1)."""
+
+    def __init__(self, driver: FakeDriver, interval: float, stop: threading.Event, api: ApiVersion) -> None:
         self.driver = driver
         self.interval = interval
         self.stop = stop
+        self.pb = api.pb
 
     def _message(self) -> Any:
         now = int(time.time())
-        resp = health_pb.NodeWatchResourcesResponse()
+        pb = self.pb
+        resp = pb.NodeWatchResourcesResponse()
         for h in self.driver.health():
             resp.devices.add(
-                device=health_pb.DeviceIdentifier(pool_name=self.driver.node, device_name=h.device),
-                health=health_pb.HEALTHY if h.healthy else health_pb.UNHEALTHY,
+                device=pb.DeviceIdentifier(pool_name=self.driver.node, device_name=h.device),
+                health=pb.HEALTHY if h.healthy else pb.UNHEALTHY,
                 last_updated_time=now,
                 health_check_timeout_seconds=max(30, int(self.interval * 5)),
                 message=h.message,
@@ -204,9 +198,10 @@ class PluginServer:
         self.stopping = threading.Event()
         self.registration = _Registration(driver.driver, dra_socket)
         self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dra"))
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1(driver), self._dra)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_DraV1beta1(driver), self._dra)
-        health_grpc.add_DRAResourceHealthServicer_to_server(_Health(driver, health_interval, self.stopping), self._dra)
+        for api in DRA_VERSIONS.values():
+            api.grpc.add_DRAPluginServicer_to_server(_DraServicer(driver, api), self._dra)
+        for api in HEALTH_VERSIONS.values():
+            api.grpc.add_DRAResourceHealthServicer_to_server(_Health(driver, health_interval, self.stopping, api), self._dra)
         self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))
         pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(self.registration, self._reg)
         self._started = False

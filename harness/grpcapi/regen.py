@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PROTOS = ("dra_v1", "dra_v1beta1", "pluginregistration", "dra_health_v1alpha1")
+PROTOS = ("dra_v1", "dra_v1beta1", "pluginregistration", "dra_health_v1alpha1", "dra_health_v1")
 SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 

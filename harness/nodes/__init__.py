@@ -12,7 +12,7 @@ from .agent import LOST_FILE, FakeNodes, NodeAgent
 from .checkpoint import CHECKPOINT_FILE, Checkpoint
 from .manager import DraManager, PodClaim, PrepareError
 from .node import FAKE_NODE_LABEL, KUBELET_VERSION, RUN_LABEL, NodeSpec
-from .plugins import CALL_TIMEOUT, ClaimRef, NodePlugins
+from .plugins import NodePlugins
 from .process import FakeNodesProcess, default_root, node_names
 
 __all__ = [
@@ -23,12 +23,10 @@ __all__ = [
     "DraManager",
     "PodClaim",
     "PrepareError",
-    "ClaimRef",
     "NodePlugins",
     "Checkpoint",
     "CHECKPOINT_FILE",
     "LOST_FILE",
-    "CALL_TIMEOUT",
     "FAKE_NODE_LABEL",
     "RUN_LABEL",
     "KUBELET_VERSION",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 from draguard.harness.errors import HarnessError, UsageError
+from draguard.harness.grpcapi.plugin import CALL_TIMEOUT
 from draguard.harness.kube import ApiError, Kube, Obj
 from draguard.harness.paths import NodeDirs
 
@@ -34,7 +35,7 @@ from . import node as nodeobj
 from .heartbeat import Heartbeats
 from .manager import DraManager, PrepareError
 from .node import NodeSpec
-from .plugins import CALL_TIMEOUT, NodePlugins, PluginWatcher
+from .plugins import NodePlugins, PluginWatcher
 from .pods import FAILED_PREPARE, FAILED_UNPREPARE, EventRecorder, resolve_claims, running_status, terminal
 from .workqueue import WorkQueue
 

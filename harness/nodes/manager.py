@@ -19,8 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError
+
 from .checkpoint import CHECKPOINT_FILE, Checkpoint, ClaimRecord, DriverState
-from .plugins import ClaimRef, NodePlugins, PluginCallError
+from .plugins import NodePlugins
 
 __all__ = ["PodClaim", "PrepareError", "DraManager"]
 
@@ -121,9 +123,10 @@ class DraManager:
                 for ref in todo:
                     if ref.uid not in results:
                         continue
-                    devices, error = results[ref.uid]
-                    if error:
-                        errors.append(f"claim {ref.namespace}/{ref.name}: {error}")
+                    result = results[ref.uid]
+                    devices = [d.as_dict() for d in result.devices]
+                    if result.error:
+                        errors.append(f"claim {ref.namespace}/{ref.name}: {result.error}")
                         continue
                     record = self.checkpoint.claims.get(ref.uid)
                     if record is not None:
@@ -197,7 +200,7 @@ class DraManager:
             raise PrepareError("; ".join(errors))
 
     def _unprepare_driver(self, driver: str, recs: list[ClaimRecord]) -> None:
-        refs = [ClaimRef(r.namespace, r.name, r.uid) for r in recs]
+        refs = [ClaimRef(namespace=r.namespace, name=r.name, uid=r.uid) for r in recs]
         results: dict[str, str] = {}
         try:
             client = self.plugins.client(driver)

@@ -5,7 +5,8 @@ A :class:`NodePlugins` watches ``<root>/<node>/plugins_registry/`` for ``*-reg.s
 ``Registration.GetInfo``, requires type ``DRAPlugin``, picks the first of the plugin's
 ``supported_versions`` that it speaks (``v1.DRAPlugin``, ``v1beta1.DRAPlugin``), dials the endpoint
 and answers ``NotifyRegistrationStatus``. A socket that disappears deregisters its plugin; a socket
-that is re-created (new inode) registers again. Talks only to plugins (or the interposer) over gRPC.
+that is re-created (new inode) registers again. Talks only to plugins (or the interposer) over gRPC, through
+:class:`~draguard.harness.grpcapi.plugin.PluginClient`.
 """
 
 from __future__ import annotations
@@ -14,118 +15,26 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import grpc
-
-from draguard.harness.grpcapi import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
-    pluginregistration_pb2,
-    pluginregistration_pb2_grpc,
+from draguard.harness.grpcapi.plugin import (
+    CALL_TIMEOUT,
+    PLUGIN_TYPE,
+    REGISTRATION_TIMEOUT,
+    SUPPORTED_VERSIONS,
+    PluginCallError,
+    PluginClient,
+    choose_version,
 )
 
-__all__ = [
-    "ClaimRef",
-    "DraClient",
-    "PluginCallError",
-    "NodePlugins",
-    "PluginWatcher",
-    "SUPPORTED_VERSIONS",
-    "CALL_TIMEOUT",
-]
+__all__ = ["NodePlugins", "PluginWatcher"]
 
 log = logging.getLogger("draguard.nodes")
 
-SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-"""What the kubelet speaks, in its order of preference (``servicesSupportedByKubelet``)."""
-CALL_TIMEOUT = 45.0
-"""The kubelet's ``defaultClientCallTimeout`` for DRA calls."""
-REGISTRATION_TIMEOUT = 5.0
 RETRY_FAILED_AFTER = 5.0
-
-_PB: dict[str, tuple[Any, Any]] = {
-    "v1.DRAPlugin": (dra_v1_pb2, dra_v1_pb2_grpc),
-    "v1beta1.DRAPlugin": (dra_v1beta1_pb2, dra_v1beta1_pb2_grpc),
-}
-
-
-@dataclass(frozen=True)
-class ClaimRef:
-    """A claim as the node sends it to a plugin."""
-
-    namespace: str
-    name: str
-    uid: str
-
-
-class PluginCallError(Exception):
-    """A DRA call failed as a whole (transport error, gRPC status, driver not registered)."""
-
-
-def _target(path: str | Path) -> str:
-    return f"unix://{os.path.abspath(path)}"
-
-
-class DraClient:
-    """A connection to one plugin's DRA service, in the version chosen at registration."""
-
-    def __init__(self, driver: str, endpoint: str, version: str, timeout: float = CALL_TIMEOUT) -> None:
-        self.driver = driver
-        self.endpoint = endpoint
-        self.version = version
-        self.timeout = timeout
-        self._pb, grpc_mod = _PB[version]
-        self._channel = grpc.insecure_channel(_target(endpoint))
-        self._stub = grpc_mod.DRAPluginStub(self._channel)
-
-    def _claims(self, claims: Iterable[ClaimRef]) -> list[Any]:
-        return [self._pb.Claim(namespace=c.namespace, name=c.name, uid=c.uid) for c in claims]
-
-    def prepare(self, claims: list[ClaimRef]) -> dict[str, tuple[list[dict[str, Any]], str]]:
-        """``NodePrepareResources``: per claim UID, the devices and the error string the plugin gave."""
-        request = self._pb.NodePrepareResourcesRequest(claims=self._claims(claims))
-        try:
-            response = self._stub.NodePrepareResources(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            raise PluginCallError(f"NodePrepareResources to {self.driver}: {_rpc_error(exc)}") from exc
-        out: dict[str, tuple[list[dict[str, Any]], str]] = {}
-        for uid, result in response.claims.items():
-            devices = [
-                {
-                    "requestNames": list(d.request_names),
-                    "poolName": d.pool_name,
-                    "deviceName": d.device_name,
-                    "cdiDeviceIDs": list(d.cdi_device_ids),
-                }
-                for d in result.devices
-            ]
-            out[uid] = (devices, result.error)
-        return out
-
-    def unprepare(self, claims: list[ClaimRef]) -> dict[str, str]:
-        """``NodeUnprepareResources``: per claim UID, the error string the plugin gave."""
-        request = self._pb.NodeUnprepareResourcesRequest(claims=self._claims(claims))
-        try:
-            response = self._stub.NodeUnprepareResources(request, timeout=self.timeout)
-        except grpc.RpcError as exc:
-            raise PluginCallError(f"NodeUnprepareResources to {self.driver}: {_rpc_error(exc)}") from exc
-        return {uid: result.error for uid, result in response.claims.items()}
-
-    def close(self) -> None:
-        self._channel.close()
-
-
-def _rpc_error(exc: grpc.RpcError) -> str:
-    code = exc.code() if hasattr(exc, "code") else None
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    return f"{code.name if code else 'UNKNOWN'}: {details}"
 
 
 @dataclass
@@ -133,7 +42,7 @@ class _Registered:
     socket: str
     ident: tuple[int, int]
     driver: str
-    client: DraClient
+    client: PluginClient
     at: float
 
 
@@ -150,7 +59,7 @@ class NodePlugins:
         self._failed: dict[str, tuple[tuple[int, int], float]] = {}
         self.on_change: Callable[[str], None] | None = None
 
-    def client(self, driver: str) -> DraClient | None:
+    def client(self, driver: str) -> PluginClient | None:
         """The most recently registered plugin instance of ``driver``, if any."""
         with self._lock:
             regs = [r for r in self._by_socket.values() if r.driver == driver]
@@ -209,17 +118,16 @@ class NodePlugins:
             self._pending.discard(path)
             self._failed.pop(path, None)
             self._by_socket[path] = reg
-        log.info("node %s: plugin %s registered (%s, %s)", self.node, reg.driver, reg.client.endpoint, reg.client.version)
+        log.info("node %s: plugin %s registered (%s, %s)", self.node, reg.driver, reg.client.dra_socket, reg.client.version)
         self._changed(reg.driver)
 
     def _try_register(self, path: str, ident: tuple[int, int]) -> _Registered:
-        with grpc.insecure_channel(_target(path)) as channel:
-            stub = pluginregistration_pb2_grpc.RegistrationStub(channel)
-            info = stub.GetInfo(pluginregistration_pb2.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
+        with PluginClient(registration_socket=path) as registration:
+            info = registration.get_info(timeout=REGISTRATION_TIMEOUT)
             error = ""
-            version = next((v for v in info.supported_versions if v in SUPPORTED_VERSIONS), "")
-            if info.type != "DRAPlugin":
-                error = f"plugin type {info.type!r} is not DRAPlugin"
+            version = choose_version(info.supported_versions)
+            if info.type != PLUGIN_TYPE:
+                error = f"plugin type {info.type!r} is not {PLUGIN_TYPE}"
             elif not version:
                 error = (
                     f"none of the plugin's versions {list(info.supported_versions)} is supported "
@@ -227,19 +135,14 @@ class NodePlugins:
                 )
             elif not info.endpoint:
                 error = "plugin gave no endpoint"
-            if error:
-                stub.NotifyRegistrationStatus(
-                    pluginregistration_pb2.RegistrationStatus(plugin_registered=False, error=error),
-                    timeout=REGISTRATION_TIMEOUT,
-                )
-                raise PluginCallError(f"{path}: {error}")
+            if error or version is None:
+                registration.notify(False, error, timeout=REGISTRATION_TIMEOUT)
+                raise PluginCallError("GetInfo", "INVALID_ARGUMENT", error, path)
             endpoint = info.endpoint
             if not os.path.isabs(endpoint):
                 endpoint = os.path.join(os.path.dirname(path), endpoint)
-            client = DraClient(info.name, endpoint, version, self.call_timeout)
-            stub.NotifyRegistrationStatus(
-                pluginregistration_pb2.RegistrationStatus(plugin_registered=True), timeout=REGISTRATION_TIMEOUT
-            )
+            client = PluginClient(endpoint, version=version, timeout=self.call_timeout, driver=info.name)
+            registration.notify(True, timeout=REGISTRATION_TIMEOUT)
         return _Registered(path, ident, info.name, client, time.monotonic())
 
     def _changed(self, driver: str) -> None:

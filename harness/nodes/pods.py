@@ -13,11 +13,11 @@ import hashlib
 import threading
 from typing import Any
 
+from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.kube import ApiError, Kube, Obj
 
 from .manager import PodClaim, PrepareError
 from .node import NodeSpec, now_rfc3339
-from .plugins import ClaimRef
 
 __all__ = [
     "resolve_claims",
@@ -72,7 +72,7 @@ def resolve_claims(kube: Kube, pod: Obj) -> list[PodClaim]:
             raise PrepareError(f"ResourceClaim {ns}/{name} is not allocated")
         drivers = sorted({r["driver"] for r in allocation.get("devices", {}).get("results") or []})
         if drivers:
-            out.append(PodClaim(ClaimRef(ns, name, cmd["uid"]), tuple(drivers)))
+            out.append(PodClaim(ClaimRef(namespace=ns, name=name, uid=cmd["uid"]), tuple(drivers)))
     return out
 
 

@@ -18,13 +18,14 @@ from typing import Any
 
 import grpc
 
-from draguard.harness.grpcapi import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
-    pluginregistration_pb2,
-    pluginregistration_pb2_grpc,
+from draguard.harness.grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
+from draguard.harness.grpcapi.plugin import (
+    DRA_VERSIONS,
+    PLUGIN_TYPE,
+    SUPPORTED_VERSIONS,
+    ClaimRef,
+    PluginDevice,
+    PluginInfo,
 )
 from draguard.harness.paths import NodeDirs
 
@@ -36,7 +37,7 @@ class StubCall:
     """One DRA call the stub plugin answered."""
 
     method: str  # "NodePrepareResources" | "NodeUnprepareResources"
-    claims: tuple[tuple[str, str, str], ...]  # (namespace, name, uid)
+    claims: tuple[ClaimRef, ...]
     at: float
 
 
@@ -51,8 +52,8 @@ class StubPlugin:
     root: Path
     node: str
     driver: str = "gpu.draguard.dev"
-    versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-    plugin_type: str = "DRAPlugin"
+    versions: tuple[str, ...] = SUPPORTED_VERSIONS
+    plugin_type: str = PLUGIN_TYPE
     calls: list[StubCall] = field(default_factory=list)
     registrations: list[tuple[bool, str]] = field(default_factory=list)
     fail: dict[str, str] = field(default_factory=dict)
@@ -72,8 +73,8 @@ class StubPlugin:
         self._released.clear()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_Dra(self, dra_v1_pb2), server)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(_Dra(self, dra_v1beta1_pb2), server)
+        for api in DRA_VERSIONS.values():
+            api.grpc.add_DRAPluginServicer_to_server(_Dra(self, api.pb), server)
         # DRA socket first, registration last: a watcher that sees the registration socket can dial at once.
         server.add_insecure_port(f"unix:{self.dra_socket}")
         server.add_insecure_port(f"unix:{self.registration_socket}")
@@ -115,37 +116,32 @@ class StubPlugin:
 
     def count(self, method: str, claim_name: str) -> int:
         """How many calls of ``method`` named the claim ``claim_name``."""
-        return sum(1 for c in self.calls_of(method) for _, name, _ in c.claims if name == claim_name)
+        return sum(1 for c in self.calls_of(method) for ref in c.claims if ref.name == claim_name)
 
     # -- behaviour -----------------------------------------------------------------------------
     def _answer(self, method: str, request: Any, pb: Any) -> Any:
-        claims = tuple((c.namespace, c.name, c.uid) for c in request.claims)
+        claims = tuple(ClaimRef.from_pb(c) for c in request.claims)
         with self._lock:
             self.calls.append(StubCall(method, claims, time.time()))
         if method == "NodePrepareResources":
-            if any(fnmatch.fnmatchcase(name, pat) for _, name, _ in claims for pat in list(self.stall)):
+            if any(fnmatch.fnmatchcase(ref.name, pat) for ref in claims for pat in list(self.stall)):
                 self._released.wait()
             response = pb.NodePrepareResourcesResponse()
-            for ns, name, uid in claims:
-                error = next((msg for pat, msg in self.fail.items() if fnmatch.fnmatchcase(name, pat)), "")
-                entry = response.claims[uid]
+            for ref in claims:
+                error = next((msg for pat, msg in self.fail.items() if fnmatch.fnmatchcase(ref.name, pat)), "")
+                entry = response.claims[ref.uid]
                 if error:
                     entry.error = error
                     continue
-                entry.devices.add(
-                    request_names=["req"],
-                    pool_name=self.node,
-                    device_name=f"dev-{name}",
-                    cdi_device_ids=[f"{self.driver}/gpu={uid}"],
-                )
+                PluginDevice(("req",), self.node, f"dev-{ref.name}", (f"{self.driver}/gpu={ref.uid}",)).add_to(entry)
                 with self._lock:
-                    self.prepared.add(uid)
+                    self.prepared.add(ref.uid)
             return response
         response = pb.NodeUnprepareResourcesResponse()
-        for _, _, uid in claims:
-            response.claims[uid].error = ""
+        for ref in claims:
+            response.claims[ref.uid].error = ""
             with self._lock:
-                self.prepared.discard(uid)
+                self.prepared.discard(ref.uid)
         return response
 
 
@@ -154,12 +150,8 @@ class _Registration(pluginregistration_pb2_grpc.RegistrationServicer):
         self.plugin = plugin
 
     def GetInfo(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC method name
-        return pluginregistration_pb2.PluginInfo(
-            type=self.plugin.plugin_type,
-            name=self.plugin.driver,
-            endpoint=str(self.plugin.dra_socket),
-            supported_versions=list(self.plugin.versions),
-        )
+        p = self.plugin
+        return PluginInfo(p.plugin_type, p.driver, str(p.dra_socket), tuple(p.versions)).to_pb()
 
     def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
         self.plugin.registrations.append((request.plugin_registered, request.error))

@@ -7,7 +7,7 @@ retries, per method and per claim, and every call is kept as evidence.
 
 from __future__ import annotations
 
-from .faults import Action, ClaimInfo, FaultRule, FaultSet, load_rules
+from .faults import Action, FaultRule, FaultSet, claim_matches, load_rules
 from .interposer import Interposer, PluginProxy, check_socket_free
 from .recorder import CALLS_FILE, CallRecorder, read_calls
 
@@ -17,7 +17,7 @@ __all__ = [
     "FaultSet",
     "FaultRule",
     "Action",
-    "ClaimInfo",
+    "claim_matches",
     "CallRecorder",
     "CALLS_FILE",
     "read_calls",

@@ -39,8 +39,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from draguard.harness.errors import UsageError
+from draguard.harness.grpcapi.plugin import ClaimRef
 
-__all__ = ["Action", "FaultRule", "FaultSet", "ClaimInfo", "load_rules"]
+__all__ = ["Action", "FaultRule", "FaultSet", "claim_matches", "load_rules"]
 
 log = logging.getLogger("draguard.proxy")
 
@@ -54,18 +55,9 @@ class Action(str, Enum):
     STALE_RETRY = "stale-retry"
 
 
-class ClaimInfo(BaseModel):
-    """A claim as a DRA request names it."""
-
-    model_config = ConfigDict(frozen=True)
-    namespace: str
-    name: str
-    uid: str
-
-    def matches(self, pattern: str) -> bool:
-        return any(
-            fnmatch.fnmatchcase(v, pattern) for v in (self.name, self.uid, f"{self.namespace}/{self.name}")
-        )
+def claim_matches(claim: ClaimRef, pattern: str) -> bool:
+    """Whether a glob names the claim by name, UID or ``namespace/name``."""
+    return any(fnmatch.fnmatchcase(v, pattern) for v in (claim.name, claim.uid, f"{claim.namespace}/{claim.name}"))
 
 
 class FaultRule(BaseModel):
@@ -95,22 +87,22 @@ class FaultRule(BaseModel):
     def status_code(self) -> grpc.StatusCode:
         return grpc.StatusCode[self.code]
 
-    def selects(self, node: str, driver: str, method: str, claims: Sequence[ClaimInfo]) -> bool:
+    def selects(self, node: str, driver: str, method: str, claims: Sequence[ClaimRef]) -> bool:
         if self.method not in ("*", method) and not fnmatch.fnmatchcase(method, self.method):
             return False
         if self.node is not None and not fnmatch.fnmatchcase(node, self.node):
             return False
         if self.driver is not None and not fnmatch.fnmatchcase(driver, self.driver):
             return False
-        if self.claim is not None and not any(c.matches(self.claim) for c in claims):
+        if self.claim is not None and not any(claim_matches(c, self.claim) for c in claims):
             return False
         return True
 
-    def claims_hit(self, claims: Sequence[ClaimInfo]) -> list[ClaimInfo]:
+    def claims_hit(self, claims: Sequence[ClaimRef]) -> list[ClaimRef]:
         """The claims this rule is about (all of them when it names none)."""
         if self.claim is None:
             return list(claims)
-        return [c for c in claims if c.matches(self.claim)]
+        return [c for c in claims if claim_matches(c, self.claim)]
 
 
 class _File(BaseModel):
@@ -196,7 +188,7 @@ class FaultSet:
         with self._lock:
             return list(self._applied)
 
-    def match(self, node: str, driver: str, method: str, claims: Sequence[ClaimInfo]) -> FaultRule | None:
+    def match(self, node: str, driver: str, method: str, claims: Sequence[ClaimRef]) -> FaultRule | None:
         """The rule to apply to this call, if any (counting it as applied)."""
         self._reload(strict=False)
         with self._lock:

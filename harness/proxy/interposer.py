@@ -28,9 +28,19 @@ import grpc
 
 from draguard.harness.errors import UsageError
 from draguard.harness.grpcapi import dra_v1_pb2, pluginregistration_pb2
+from draguard.harness.grpcapi.plugin import (
+    DRA_VERSIONS,
+    PREPARE,
+    REGISTRATION_SERVICE,
+    REGISTRATION_TIMEOUT,
+    UNPREPARE,
+    WATCH,
+    ClaimRef,
+    socket_target,
+)
 from draguard.harness.paths import NodeDirs
 
-from .faults import Action, ClaimInfo, FaultRule, FaultSet
+from .faults import Action, FaultRule, FaultSet
 from .recorder import CallRecorder
 
 __all__ = ["Interposer", "PluginProxy", "check_socket_free", "MAX_SOCKET_PATH"]
@@ -39,10 +49,7 @@ log = logging.getLogger("draguard.proxy")
 
 MAX_SOCKET_PATH = 107
 """Longest unix socket path (``sun_path`` is 108 bytes with the terminating NUL)."""
-REGISTRATION = "pluginregistration.Registration"
-DRA_SERVICES = ("k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin", "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin")
-HEALTH_METHOD = "NodeWatchResources"
-_PREPARE, _UNPREPARE = "NodePrepareResources", "NodeUnprepareResources"
+DRA_SERVICES = tuple(v.full_service for v in DRA_VERSIONS.values())
 _DROP_METADATA = ("user-agent", "grpc-")
 
 
@@ -65,10 +72,6 @@ def check_socket_free(path: Path) -> None:
             path.unlink(missing_ok=True)
             return
     raise UsageError(f"{path}: socket path is taken: another process is listening on it")
-
-
-def _target(path: str | Path) -> str:
-    return f"unix://{os.path.abspath(path)}"
 
 
 class PluginProxy:
@@ -108,7 +111,7 @@ class PluginProxy:
         check_socket_free(self.dra_socket)
         check_socket_free(self.registration_socket)
         self._owned = [self.registration_socket, self.dra_socket]
-        self._reg_channel = grpc.insecure_channel(_target(self.real_registration))
+        self._reg_channel = grpc.insecure_channel(socket_target(self.real_registration))
         server = grpc.server(ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"proxy-{self.node}"))
         server.add_generic_rpc_handlers((_Handler(self),))
         # DRA socket first: once the registration socket appears, a node may dial the endpoint at once.
@@ -142,13 +145,13 @@ class PluginProxy:
                 endpoint = self.real_endpoint
                 if endpoint is None:  # a DRA call before any GetInfo through us: ask the plugin directly
                     endpoint = self._learn_endpoint()
-                self._dra_channel = grpc.insecure_channel(_target(endpoint))
+                self._dra_channel = grpc.insecure_channel(socket_target(endpoint))
             return self._dra_channel
 
     def _learn_endpoint(self) -> str:
         assert self._reg_channel is not None
-        get_info: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._reg_channel.unary_unary(f"/{REGISTRATION}/GetInfo")
-        raw = get_info(pluginregistration_pb2.InfoRequest().SerializeToString(), timeout=5)
+        get_info: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._reg_channel.unary_unary(f"/{REGISTRATION_SERVICE}/GetInfo")
+        raw = get_info(pluginregistration_pb2.InfoRequest().SerializeToString(), timeout=REGISTRATION_TIMEOUT)
         info = pluginregistration_pb2.PluginInfo.FromString(raw)
         self.driver = info.name or self.driver
         self.real_endpoint = self._absolute(info.endpoint)
@@ -158,7 +161,7 @@ class PluginProxy:
         return endpoint if os.path.isabs(endpoint) else str(self.real_registration.parent / endpoint)
 
     def upstream(self, service: str) -> grpc.Channel:
-        if service == REGISTRATION:
+        if service == REGISTRATION_SERVICE:
             assert self._reg_channel is not None
             return self._reg_channel
         return self._dra()
@@ -191,21 +194,21 @@ class PluginProxy:
         return self._stopping
 
 
-def _claims(method: str, raw: bytes) -> list[ClaimInfo]:
-    if method not in (_PREPARE, _UNPREPARE):
+def _claims(method: str, raw: bytes) -> list[ClaimRef]:
+    if method not in (PREPARE, UNPREPARE):
         return []
     try:
         request = dra_v1_pb2.NodePrepareResourcesRequest.FromString(raw)  # same layout for both methods
     except Exception:  # not decodable: record without claims, forward anyway
         return []
-    return [ClaimInfo(namespace=c.namespace, name=c.name, uid=c.uid) for c in request.claims]
+    return [ClaimRef.from_pb(c) for c in request.claims]
 
 
 def _claim_errors(method: str, raw: bytes) -> dict[str, str]:
     try:
-        if method == _PREPARE:
+        if method == PREPARE:
             resp: Any = dra_v1_pb2.NodePrepareResourcesResponse.FromString(raw)
-        elif method == _UNPREPARE:
+        elif method == UNPREPARE:
             resp = dra_v1_pb2.NodeUnprepareResourcesResponse.FromString(raw)
         else:
             return {}
@@ -229,11 +232,11 @@ class _Handler(grpc.GenericRpcHandler):
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[bytes, bytes] | None:
         full = handler_call_details.method  # "/package.Service/Method"
         service, _, method = full.lstrip("/").rpartition("/")
-        if method == HEALTH_METHOD:
+        if method == WATCH:
             return grpc.unary_stream_rpc_method_handler(
                 lambda req, ctx: self._stream(full, service, method, req, ctx)
             )
-        if service == REGISTRATION or service in DRA_SERVICES:
+        if service == REGISTRATION_SERVICE or service in DRA_SERVICES:
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: self._unary(full, service, method, req, ctx))
         # Unknown service: stream-stream forwarding carries any call shape unchanged.
         return grpc.stream_stream_rpc_method_handler(lambda it, ctx: self._passthrough(full, service, method, it, ctx))
@@ -249,7 +252,7 @@ class _Handler(grpc.GenericRpcHandler):
             "service": service,
             "method": method,
             "kind": "call",
-            "claims": [c.model_dump() for c in claims],
+            "claims": [c.as_dict() for c in claims],
             "fault": rule.action.value if rule else None,
         }
         try:
@@ -273,7 +276,7 @@ class _Handler(grpc.GenericRpcHandler):
         request: bytes,
         context: grpc.ServicerContext,
         rule: FaultRule | None,
-        claims: list[ClaimInfo],
+        claims: list[ClaimRef],
     ) -> bytes:
         action = rule.action if rule else None
         if rule is not None and action is Action.ERROR:
@@ -285,7 +288,7 @@ class _Handler(grpc.GenericRpcHandler):
             while context.is_active() and not self.proxy.stopping.wait(0.1):
                 pass
             raise _Abort(grpc.StatusCode.DEADLINE_EXCEEDED, "call hung by draguard proxy")
-        if rule is not None and action is Action.CLAIM_ERROR and method in (_PREPARE, _UNPREPARE):
+        if rule is not None and action is Action.CLAIM_ERROR and method in (PREPARE, UNPREPARE):
             return self._claim_error(full, service, method, request, context, rule, claims)
         response = self._forward(full, service, request, context)
         if action is Action.DUPLICATE:
@@ -302,13 +305,13 @@ class _Handler(grpc.GenericRpcHandler):
         request: bytes,
         context: grpc.ServicerContext,
         rule: FaultRule,
-        claims: list[ClaimInfo],
+        claims: list[ClaimRef],
     ) -> bytes:
         hit = {c.uid for c in rule.claims_hit(claims)}
-        req_type: Any = dra_v1_pb2.NodePrepareResourcesRequest if method == _PREPARE else (
+        req_type: Any = dra_v1_pb2.NodePrepareResourcesRequest if method == PREPARE else (
             dra_v1_pb2.NodeUnprepareResourcesRequest
         )
-        resp_type: Any = dra_v1_pb2.NodePrepareResourcesResponse if method == _PREPARE else (
+        resp_type: Any = dra_v1_pb2.NodePrepareResourcesResponse if method == PREPARE else (
             dra_v1_pb2.NodeUnprepareResourcesResponse
         )
         parsed = req_type.FromString(request)
@@ -338,7 +341,7 @@ class _Handler(grpc.GenericRpcHandler):
         service: str,
         method: str,
         request: bytes,
-        claims: list[ClaimInfo],
+        claims: list[ClaimRef],
         kind: str,
         context: grpc.ServicerContext | None = None,
     ) -> bytes:
@@ -349,7 +352,7 @@ class _Handler(grpc.GenericRpcHandler):
             "service": service,
             "method": method,
             "kind": kind,
-            "claims": [c.model_dump() for c in claims],
+            "claims": [c.as_dict() for c in claims],
             "fault": kind,
         }
         try:

@@ -2,7 +2,9 @@
 
 One thread per watched kind lists once, then watches from the list's resourceVersion (re-listing
 after ``410 Gone`` or a dropped connection). Every change is appended to the :class:`Timeline` with
-its time relative to the run's start and a one-line summary (phase, node, allocation), and wakes
+its time relative to the run's start, a one-line summary (phase, node, allocation) and the structured
+facts reports draw from (:func:`details`: a claim's allocated devices and consumers, a pod's phase,
+node, claims and workload, a slice's devices), and wakes
 anyone waiting on a condition (``wait_for``): steps triggered by ``when`` and the settle phase use
 that instead of polling the API. Talks to: the API server via ``Kube``.
 """
@@ -11,14 +13,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import HarnessError
 from ..kube import ApiError, Kube, Obj
+from .deploy import WORKLOAD_LABEL
 
-__all__ = ["Timeline", "TimelineEntry", "Observer", "summarize"]
+__all__ = ["Timeline", "TimelineEntry", "Observer", "summarize", "details"]
 
 
 @dataclass(frozen=True)
@@ -32,17 +35,24 @@ class TimelineEntry:
     event: str
     summary: str
     namespace: str | None = None
+    data: dict[str, Any] | None = None
+    """Structured facts of the object at this change (see :func:`details`), for reports to draw."""
 
     def as_dict(self) -> dict[str, Any]:
-        d = {"t": round(self.t, 3), "source": self.source, "kind": self.kind, "name": self.name,
-             "event": self.event, "summary": self.summary}
+        d: dict[str, Any] = {"t": round(self.t, 3), "source": self.source, "kind": self.kind, "name": self.name,
+                             "event": self.event, "summary": self.summary}
         if self.namespace:
             d["namespace"] = self.namespace
+        if self.data:
+            d["data"] = self.data
         return d
 
 
 @dataclass
 class Timeline:
+    """The run's events in time order; the result refers to it (``ScenarioResult.timeline``) through
+    :meth:`events`, so the ``json`` report writes it and a file-backed timeline can replace it."""
+
     start: float = field(default_factory=time.monotonic)
     entries: list[TimelineEntry] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -50,8 +60,9 @@ class Timeline:
     def now(self) -> float:
         return time.monotonic() - self.start
 
-    def add(self, source: str, kind: str, name: str, event: str, summary: str = "", namespace: str | None = None) -> TimelineEntry:
-        entry = TimelineEntry(self.now(), source, kind, name, event, summary, namespace)
+    def add(self, source: str, kind: str, name: str, event: str, summary: str = "", namespace: str | None = None,
+            data: dict[str, Any] | None = None) -> TimelineEntry:
+        entry = TimelineEntry(self.now(), source, kind, name, event, summary, namespace, data)
         with self._lock:
             self.entries.append(entry)
         return entry
@@ -59,6 +70,54 @@ class Timeline:
     def as_list(self) -> list[dict[str, Any]]:
         with self._lock:
             return [e.as_dict() for e in self.entries]
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """The events so far as dicts (``timeline.json`` items); a :class:`TimelineSource`."""
+        return iter(self.as_list())
+
+
+def details(obj: Obj) -> dict[str, Any] | None:
+    """What reports need to draw an object's change: devices held by a claim and by whom, a pod's phase."""
+    kind = obj.get("kind")
+    md = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    workload = (md.get("labels") or {}).get(WORKLOAD_LABEL)
+    if kind == "ResourceClaim":
+        alloc = status.get("allocation") or {}
+        node = None
+        for term in ((alloc.get("nodeSelector") or {}).get("nodeSelectorTerms") or []):
+            for f in term.get("matchFields") or []:
+                if f.get("key") == "metadata.name" and f.get("values"):
+                    node = f["values"][0]
+        out: dict[str, Any] = {
+            "devices": [{"driver": r.get("driver"), "pool": r.get("pool"), "device": r.get("device"),
+                         "request": r.get("request")} for r in (alloc.get("devices") or {}).get("results", [])],
+            "reservedFor": [r.get("name") for r in status.get("reservedFor") or []],
+        }
+        if node:
+            out["node"] = node
+        if workload:
+            out["workload"] = workload
+        if md.get("deletionTimestamp"):
+            out["terminating"] = True
+        return out
+    if kind == "Pod":
+        spec = obj.get("spec") or {}
+        claims = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or []}
+        for c in spec.get("resourceClaims") or []:
+            if c.get("resourceClaimName"):
+                claims[c.get("name")] = c["resourceClaimName"]
+        out = {"phase": status.get("phase"), "node": spec.get("nodeName"), "claims": sorted(v for v in claims.values() if v)}
+        if workload:
+            out["workload"] = workload
+        if md.get("deletionTimestamp"):
+            out["terminating"] = True
+        return out
+    if kind == "ResourceSlice":
+        spec = obj.get("spec") or {}
+        return {"driver": spec.get("driver"), "pool": (spec.get("pool") or {}).get("name"), "node": spec.get("nodeName"),
+                "devices": [d.get("name") for d in spec.get("devices") or []]}
+    return None
 
 
 def summarize(obj: Obj) -> str:
@@ -158,7 +217,7 @@ class Observer:
             self._changed.notify_all()
         if record:
             md = obj["metadata"]
-            self.timeline.add("watch", w.kind, md["name"], etype, summarize(obj), md.get("namespace"))
+            self.timeline.add("watch", w.kind, md["name"], etype, summarize(obj), md.get("namespace"), details(obj))
 
     def _run(self, w: _Watched) -> None:
         rv = ""

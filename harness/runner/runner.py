@@ -39,7 +39,9 @@ from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot,
 from ..kube import ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
-from ..result import Evidence, InvariantResult, ScenarioResult, Status, StepResult
+from ..environment import draguard_version
+from ..progress import Counted
+from ..result import Evidence, InvariantResult, ScenarioResult, Status, StepResult, TimelineEvents
 from ..scenario.types import Condition, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
@@ -125,6 +127,7 @@ class Runner:
             self._cleanup_phase()
         except DraguardError as exc:
             self.result.error = str(exc)
+            self.result.error_kind = type(exc).__name__
             self.log(f"error: {exc}")
         finally:
             self._stop_checks.set()
@@ -132,19 +135,41 @@ class Runner:
                 self._teardown(cluster)
                 journal.close()
             except DraguardError as exc:  # the journal stays: `draguard cleanup` finishes the job
-                self.result.error = self.result.error or f"teardown: {exc}"
+                if self.result.error is None:
+                    self.result.error, self.result.error_kind = f"teardown: {exc}", type(exc).__name__
             self.result.duration = time.monotonic() - started
             self._finish()
         return self.result
 
     # -- phases ----------------------------------------------------------------------------------
+    def _environment(self, backend: str, kube: Kube) -> None:
+        """Record what this scenario ran on (``ScenarioResult.environment``)."""
+        sc = self.scenario
+        version = kube.server_version()
+        self.result.environment.update({
+            "backend": backend,
+            "kubernetesVersion": version.get("gitVersion"),
+            # What the server reports wins over what the scenario asked for (an existing cluster keeps its own).
+            "featureGates": {**dict(sc.cluster.feature_gates),
+                             **{g: on for g, on in kube.feature_gates().items() if _dra_gate(g) or g in sc.cluster.feature_gates}},
+            "driver": {"name": sc.driver.name, "kind": sc.driver.kind, "mutant": sc.driver.mutant,
+                       "version": draguard_version() if sc.driver.kind == "fake" else None,
+                       "interposed": bool(sc.driver.interpose)},
+            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" else
+                          {frozenset({"fake"}): "draguard fake nodes", frozenset({"kubelet"}): "hollow DRA kubelets"}.get(
+                              frozenset(n.agent for n in sc.nodes), "draguard fake nodes and hollow DRA kubelets")),
+            "nodeAgents": {n.name: n.agent for n in sc.nodes},
+            "nodes": len(sc.nodes),
+            "seed": self.seed,
+        })
+
     def _cluster(self) -> tuple[Kube, LocalCluster | None]:
         spec = self.scenario.cluster
         backend = self.options.backend or spec.backend
         if backend == "kubeconfig":
             path = self.options.kubeconfig or (str(spec.kubeconfig) if spec.kubeconfig else None)
             kube = Kube.from_kubeconfig(path, self.options.context or spec.context)
-            kube.server_version()
+            self._environment(backend, kube)
             self.log(f"connected to the cluster of {path or '$KUBECONFIG'}")
             return kube, None
         config = ClusterConfig(
@@ -155,7 +180,9 @@ class Runner:
         t0 = time.monotonic()
         cluster.up()
         self.log(f"local control plane v1.37.2 up in {time.monotonic() - t0:.1f}s")
-        return cluster.kube(), cluster
+        kube = cluster.kube()
+        self._environment(backend, kube)
+        return kube, cluster
 
     def _node_root(self) -> Path:
         """``<state>/runs/<id>/nodes``, unless its socket paths would pass the 107-byte unix limit."""
@@ -190,7 +217,6 @@ class Runner:
             h.proxy_faults.write_text('{"faults": []}\n')
             h.interposer = Interposer(driver_root, h.node_root, FaultSet(h.proxy_faults),
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
-        self.result.node_agents = {n.name: n.agent for n in sc.nodes}
         names = [n.name for n in sc.nodes if n.agent == "fake"]
         # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
         self._kubelets(kubeconfig, driver_root)
@@ -201,7 +227,9 @@ class Runner:
             if h.nodes.pid:
                 h.journal.process(h.nodes.pid, "draguard nodes")
             self.log(f"{len(names)} fake node(s) registered")
-        for node in sc.nodes:
+        for i, node in enumerate(sc.nodes):
+            if len(sc.nodes) > 1:
+                self.options.progress(Counted("starting fake drivers", i, len(sc.nodes)))
             topo = h.node_root / f"{node.name}.topology.json"
             topo.write_text(json.dumps(topology_file(node.topology, node.name)))
             proc = FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
@@ -247,6 +275,8 @@ class Runner:
 
         def ready() -> bool:
             have = {s["spec"]["pool"]["name"] for s in h.observer.objects("ResourceSlice") if s["spec"].get("devices")}
+            if len(pools) > 1:
+                self.options.progress(Counted("nodes with published ResourceSlices", len(pools & have), len(pools)))
             return pools <= have
 
         if not h.observer.wait_for(ready, timeout):
@@ -354,7 +384,10 @@ class Runner:
 
     def _cleanup_phase(self) -> None:
         h = self._h()
-        for p in h.observer.objects("Pod"):
+        pods = h.observer.objects("Pod")
+        for i, p in enumerate(pods):
+            if len(pods) > 1:
+                self.options.progress(Counted("deleting pods", i, len(pods)))
             h.kube.delete("Pod", p["metadata"]["name"], h.namespace)
         timeout = self.scenario.settle.cleanup.total_seconds()
 
@@ -379,8 +412,8 @@ class Runner:
                 except DraguardError as exc:
                     self.log(f"undo failed: {exc}")
             h.observer.stop()
-            self.result.timeline_file = "timeline.json"
-            self._timeline_snapshot = h.timeline.as_list()
+            # The timeline ends here: teardown's deletions are not part of what the scenario showed.
+            self.result.timeline = TimelineEvents(tuple(h.timeline.events()))
             if cluster is None:  # a shared cluster: remove exactly what this run created
                 delete_labelled(h.kube, self.run_id)
             for proc in h.drivers.values():
@@ -461,15 +494,18 @@ class Runner:
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
                 self.result.error = f"invariant {name} could not be judged (the run stopped early)"
-        out = self.options.report_dir / self.scenario.name
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "timeline.json").write_text(json.dumps(getattr(self, "_timeline_snapshot", self.timeline.as_list()), indent=1) + "\n")
-        self.result.timeline_file = str(out / "timeline.json")
-        (out / "verdict.json").write_text(json.dumps(self.result.as_dict(), indent=2) + "\n")
+        if self.result.timeline is None:  # stopped before the fleet: what the timeline has so far
+            self.result.timeline = TimelineEvents(tuple(self.timeline.events()))
+        # The runner writes no report files: renderers (draguard.reports) take the result from here.
 
     def _h(self) -> RunHandles:
         assert self.handles is not None
         return self.handles
+
+
+def _dra_gate(name: str) -> bool:
+    """Feature gates worth recording with a DRA run (the full list has hundreds)."""
+    return name.startswith("DRA") or "DynamicResource" in name or name in ("GenericWorkload", "GangScheduling")
 
 
 def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from draguard.harness.driver.faults import FaultControl
 from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.topology import generic, preset, resolve
+from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
 
 NODE = "node-a"
@@ -59,10 +60,10 @@ class ClaimStore:
     def __init__(self) -> None:
         self.claims: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def add(self, claim: dict[str, Any]) -> tuple[str, str, str]:
+    def add(self, claim: dict[str, Any]) -> ClaimRef:
         md = claim["metadata"]
         self.claims[(md["namespace"], md["name"])] = claim
-        return md["uid"], md["namespace"], md["name"]
+        return ClaimRef(namespace=md["namespace"], name=md["name"], uid=md["uid"])
 
     def remove(self, namespace: str, name: str) -> None:
         self.claims.pop((namespace, name), None)

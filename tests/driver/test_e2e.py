@@ -14,15 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 
 from draguard.harness.driver import cdi
-from draguard.harness.driver.client import PluginClient
 from draguard.harness.driver.faults import CRASH_POINTS, clear_faults
 from draguard.harness.driver.process import FakeDriverProcess
 from draguard.harness.driver.slices import LABEL_DRIVER, LABEL_NODE
 from draguard.harness.driver.state import DeviceState
+from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError, PluginClient
 from draguard.harness.kube import Kube
 from draguard.harness.paths import DEFAULT_DRIVER
 from support import wait
@@ -66,8 +65,8 @@ def _slices(kube: Kube, node: str) -> list[dict[str, Any]]:
 
 def _allocated_claim(
     kube: Kube, ns: str, name: str, node: str, devices: list[str], driver: str = DEFAULT_DRIVER
-) -> tuple[str, str, str]:
-    """Create a ResourceClaim and allocate ``devices`` of ``node``'s pool to it; (uid, ns, name)."""
+) -> ClaimRef:
+    """Create a ResourceClaim and allocate ``devices`` of ``node``'s pool to it."""
     claim = kube.create(
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -85,7 +84,7 @@ def _allocated_claim(
         }
     }
     kube.replace(claim, subresource="status")
-    return claim["metadata"]["uid"], ns, name
+    return ClaimRef(namespace=ns, name=name, uid=claim["metadata"]["uid"])
 
 
 def test_the_driver_publishes_its_node_pool_and_prepares_an_allocated_claim(
@@ -102,16 +101,16 @@ def test_the_driver_publishes_its_node_pool_and_prepares_an_allocated_claim(
     claim = _allocated_claim(kube, draguard_namespace, "two-gpus", node, ["gpu-1", "gpu-3"])
     with PluginClient(driver.dra_socket, driver.registration_socket, timeout=10) as client:
         assert client.get_info().endpoint == str(driver.dra_socket)
-        entry = client.prepare([claim]).claims[claim[0]]
+        entry = client.prepare([claim])[claim.uid]
         assert entry.error == ""
         ids = [i for d in entry.devices for i in d.cdi_device_ids]
         assert [d.device_name for d in entry.devices] == ["gpu-1", "gpu-3"]
         assert cdi.check_spec(driver.dirs.cdi, ids) == []
         cp = driver.checkpoint()
-        assert cp.claims[claim[0]].state.value == "PrepareCompleted"
+        assert cp.claims[claim.uid].state.value == "PrepareCompleted"
         assert cp.device_states() == {"gpu-1": DeviceState.PREPARED, "gpu-3": DeviceState.PREPARED}
 
-        assert client.unprepare([claim]).claims[claim[0]].error == ""
+        assert client.unprepare([claim])[claim.uid] == ""
     cp = driver.checkpoint()
     assert cp.claims == {} and set(cp.device_states().values()) == {DeviceState.FREE}
     assert list(driver.dirs.cdi.iterdir()) == []
@@ -128,13 +127,13 @@ def test_a_claim_of_another_driver_or_with_a_stale_uid_fails_alone(
     good = _allocated_claim(kube, ns, "good", node, ["gpu-0"])
     foreign = _allocated_claim(kube, ns, "foreign", node, ["gpu-1"], driver="net.example.com")
     mine = _allocated_claim(kube, ns, "replaced", node, ["gpu-2"])
-    stale = (str(uuid.uuid4()), ns, "replaced")  # same name, the UID of an older incarnation
+    stale = ClaimRef(namespace=ns, name="replaced", uid=str(uuid.uuid4()))  # same name, the UID of an older incarnation
     with PluginClient(driver.dra_socket, timeout=10) as client:
         resp = client.prepare([good, foreign, stale])
-    assert resp.claims[good[0]].error == ""
-    assert f"{ns}/foreign has no device of driver {DEFAULT_DRIVER}" in resp.claims[foreign[0]].error
-    assert "UID mismatch" in resp.claims[stale[0]].error and mine[0] in resp.claims[stale[0]].error
-    assert set(driver.checkpoint().claims) == {good[0]}
+    assert resp[good.uid].error == ""
+    assert f"{ns}/foreign has no device of driver {DEFAULT_DRIVER}" in resp[foreign.uid].error
+    assert "UID mismatch" in resp[stale.uid].error and mine.uid in resp[stale.uid].error
+    assert set(driver.checkpoint().claims) == {good.uid}
 
 
 def test_unhealthy_devices_are_tainted_and_partitionable_topologies_are_accepted(
@@ -180,14 +179,14 @@ def test_a_crash_during_reset_loses_no_device_unless_the_claim_was_forgotten_fir
     try:
         claim = _allocated_claim(kube, draguard_namespace, "c", node, ["gpu-0"])
         with PluginClient(proc.dra_socket, timeout=10) as client:
-            assert client.prepare([claim]).claims[claim[0]].error == ""
+            assert client.prepare([claim])[claim.uid].error == ""
             proc.set_faults(crash_at={"point": "unprepare.during_reset"})
-            with pytest.raises(grpc.RpcError):
+            with pytest.raises(PluginCallError):
                 client.unprepare([claim])
         assert proc.wait_exit(5) == 137
         proc.start()
         with PluginClient(proc.dra_socket, timeout=10) as client:  # the kubelet retries
-            assert client.unprepare([claim]).claims[claim[0]].error == ""
+            assert client.unprepare([claim])[claim.uid] == ""
         cp = proc.checkpoint()
         assert [p.split()[1] for p in cp.leaks()] == leaks
         assert cp.claims == {}
@@ -211,11 +210,11 @@ def test_fifty_kills_during_prepare_and_unprepare_lose_no_device(
         _allocated_claim(kube, ns, "c", node, ["gpu-3"]),
     ]
 
-    def call(op: str, claim: tuple[str, str, str]) -> None:
+    def call(op: str, claim: ClaimRef) -> None:
         with PluginClient(driver.dra_socket, timeout=5) as client:
             try:
                 (client.prepare if op == "prepare" else client.unprepare)([claim])
-            except grpc.RpcError:
+            except PluginCallError:
                 pass  # the driver died under the call: what the kubelet sees, and retries
 
     crashes = 0
@@ -246,7 +245,7 @@ def test_fifty_kills_during_prepare_and_unprepare_lose_no_device(
     clear_faults(driver.root, driver.node, driver.driver)
     with PluginClient(driver.dra_socket, timeout=10) as client:
         resp = client.unprepare(claims)
-    assert {uid: e.error for uid, e in resp.claims.items()} == {c[0]: "" for c in claims}
+    assert resp == {c.uid: "" for c in claims}
     cp = driver.checkpoint()
     assert cp.claims == {} and all(s is DeviceState.FREE for s in cp.device_states().values())
     assert list(driver.dirs.cdi.iterdir()) == []

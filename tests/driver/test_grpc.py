@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from draguard.harness.driver.client import PluginClient
 from draguard.harness.driver.faults import set_faults
 from draguard.harness.driver.service import PluginServer, check_socket_path
 from draguard.harness.errors import UsageError
-from draguard.harness.grpcapi import dra_health_v1alpha1_pb2 as health_pb
+from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, PluginClient
 from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
 
 from .conftest import NODE, ClaimStore, allocated_claim, make_driver
@@ -37,12 +36,16 @@ def client(server: PluginServer) -> Iterator[PluginClient]:
         yield c
 
 
-def test_registration_announces_a_dra_plugin_with_its_socket_and_both_versions(
+def test_registration_announces_a_dra_plugin_with_its_socket_both_versions_and_the_health_service(
     server: PluginServer, client: PluginClient
 ) -> None:
     info = client.get_info()
     assert (info.type, info.name, info.endpoint) == ("DRAPlugin", DEFAULT_DRIVER, str(server.dra_socket))
-    assert list(info.supported_versions) == ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    # The kubelet opens the health stream only for a plugin that lists a health service
+    # (pickHealthService in kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go).
+    assert list(info.supported_versions) == [
+        "v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"
+    ]
     client.notify(False, "kubelet says no")
     assert server.registration.status == (False, "kubelet says no")
 
@@ -51,40 +54,40 @@ def test_registration_announces_a_dra_plugin_with_its_socket_and_both_versions(
 def test_prepare_and_unprepare_are_served_in_both_api_versions(
     server: PluginServer, store: ClaimStore, version: str
 ) -> None:
-    uid, ns, name = store.add(allocated_claim("c1", ["gpu-1"]))
-    with PluginClient(server.dra_socket, version=version, timeout=10) as c:  # type: ignore[arg-type]
-        resp = c.prepare([(uid, ns, name)])
-        entry = resp.claims[uid]
+    ref = store.add(allocated_claim("c1", ["gpu-1"]))
+    with PluginClient(server.dra_socket, version=version, timeout=10) as c:
+        entry = c.prepare([ref])[ref.uid]
         assert entry.error == ""
-        assert [(d.pool_name, d.device_name, list(d.request_names)) for d in entry.devices] == [(NODE, "gpu-1", ["req"])]
-        assert list(entry.devices[0].cdi_device_ids) == [f"{DEFAULT_DRIVER}/gpu={uid}-gpu-1"]
-        assert c.unprepare([(uid, ns, name)]).claims[uid].error == ""
+        assert [(d.pool_name, d.device_name, d.request_names) for d in entry.devices] == [(NODE, "gpu-1", ("req",))]
+        assert entry.devices[0].cdi_device_ids == (f"{DEFAULT_DRIVER}/gpu={ref.uid}-gpu-1",)
+        assert c.unprepare([ref]) == {ref.uid: ""}
 
 
 def test_an_empty_prepare_request_succeeds(client: PluginClient) -> None:
-    assert len(client.prepare([]).claims) == 0
+    assert client.prepare([]) == {}
 
 
 def test_per_claim_errors_do_not_fail_the_batch(client: PluginClient, store: ClaimStore) -> None:
     good = store.add(allocated_claim("good", ["gpu-0"]))
     bad = store.add(allocated_claim("bad", ["gpu-1"], driver="other.example.com"))
     resp = client.prepare([good, bad])
-    assert resp.claims[good[0]].error == "" and "other.example.com" in resp.claims[bad[0]].error
+    assert resp[good.uid].error == "" and "other.example.com" in resp[bad.uid].error
 
 
+@pytest.mark.parametrize("service", HEALTH_SERVICES)
 def test_health_stream_reports_every_device_and_follows_faults(
-    root: Path, client: PluginClient
+    root: Path, client: PluginClient, service: str
 ) -> None:
-    stream = client.watch_health(timeout=10)
+    stream = client.watch_health(service, timeout=10)
     first = next(stream)
-    assert {(d.device.pool_name, d.device.device_name, d.health) for d in first.devices} == {
-        (NODE, f"gpu-{i}", health_pb.HEALTHY) for i in range(4)
+    assert {(d.pool_name, d.device_name, d.health) for d in first} == {
+        (NODE, f"gpu-{i}", "HEALTHY") for i in range(4)
     }
     set_faults(root, NODE, unhealthy={"devices": ["gpu-2"], "message": "fell off the bus"})
     update = next(stream)
-    sick = [(d.device.device_name, d.message) for d in update.devices if d.health == health_pb.UNHEALTHY]
+    sick = [(d.device_name, d.message) for d in update if d.health == "UNHEALTHY"]
     assert sick == [("gpu-2", "fell off the bus")]
-    stream.cancel()  # type: ignore[attr-defined]
+    stream.cancel()
 
 
 def test_a_socket_another_process_serves_is_reported_as_taken(server: PluginServer) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from draguard.harness.driver import cdi
 from draguard.harness.driver.faults import set_faults
-from draguard.harness.driver.plugin import ClaimRef
+from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.driver.state import (
     Checkpoint,
     ClaimRecord,
@@ -25,7 +25,7 @@ from .conftest import NODE, ClaimStore, allocated_claim, make_driver
 
 
 def _ref(store: ClaimStore, claim: dict) -> ClaimRef:  # type: ignore[type-arg]
-    return ClaimRef(*store.add(claim))
+    return store.add(claim)
 
 
 def test_prepare_reserves_the_devices_writes_a_cdi_spec_and_checkpoints_the_claim(root: Path, store: ClaimStore) -> None:
@@ -68,7 +68,7 @@ def test_unprepare_resets_the_devices_then_forgets_the_claim_and_removes_its_cdi
 
 def test_unprepare_of_a_claim_the_driver_never_saw_succeeds(root: Path, store: ClaimStore) -> None:
     drv = make_driver(root, store)
-    assert drv.unprepare([ClaimRef("no-such-uid", "ns", "ghost")]) == {"no-such-uid": ""}
+    assert drv.unprepare([ClaimRef(namespace="ns", name="ghost", uid="no-such-uid")]) == {"no-such-uid": ""}
 
 
 def test_a_claim_of_another_driver_fails_alone_and_names_the_claim_and_driver(root: Path, store: ClaimStore) -> None:
@@ -89,8 +89,8 @@ def test_prepare_rejects_a_uid_mismatch_a_missing_claim_another_pool_and_an_unkn
     real = allocated_claim("c1", ["gpu-0"])
     store.add(real)
     cases = {
-        ClaimRef("old-uid", "ns", "c1"): "UID mismatch",
-        ClaimRef("u2", "ns", "missing"): "not found",
+        ClaimRef(namespace="ns", name="c1", uid="old-uid"): "UID mismatch",
+        ClaimRef(namespace="ns", name="missing", uid="u2"): "not found",
         _ref(store, allocated_claim("far", ["gpu-0"], pool="node-b")): "not this node's pool",
         _ref(store, allocated_claim("odd", ["gpu-99"])): "gpu-99",
     }
@@ -181,7 +181,7 @@ def _interrupted_prepare(root: Path, uid: str) -> None:
 def test_unprepare_cleans_a_claim_left_in_prepare_started(root: Path, store: ClaimStore) -> None:
     _interrupted_prepare(root, "u1")
     drv = make_driver(root, store)
-    assert drv.unprepare([ClaimRef("u1", "ns", "c1")]) == {"u1": ""}
+    assert drv.unprepare([ClaimRef(namespace="ns", name="c1", uid="u1")]) == {"u1": ""}
     assert read_checkpoint(root, NODE).claims == {}
 
 
@@ -198,7 +198,7 @@ def test_prepare_started_leak_mutant_never_cleans_such_claims(root: Path, store:
     _interrupted_prepare(root, "u1")
     drv = make_driver(root, store, mutant="prepare-started-leak")
     assert drv.cleanup_stale() == []
-    assert drv.unprepare([ClaimRef("u1", "ns", "c1")]) == {"u1": ""}
+    assert drv.unprepare([ClaimRef(namespace="ns", name="c1", uid="u1")]) == {"u1": ""}
     cp = read_checkpoint(root, NODE)
     assert cp.claims["u1"].state is ClaimState.PREPARE_STARTED
     assert cp.devices["gpu-0"].state is DeviceState.PREPARED

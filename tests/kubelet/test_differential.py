@@ -30,7 +30,7 @@ def test_the_driver_sees_the_same_dra_calls_and_the_verdict_is_the_same_on_both_
         out = tmp_path / agent
         result = Runner(on_agent(base, agent), RunOptions(backend="local", report_dir=out)).run()
         assert result.error is None, f"{agent}: {result.error}"
-        assert set(result.node_agents.values()) == {agent}
+        assert set(result.environment["nodeAgents"].values()) == {agent}
         profiles[agent], verdicts[agent] = call_profile(out, base.name), verdict(result)
     assert profiles["kubelet"]["successes"], "the interposer recorded no successful call: nothing was compared"
     assert verdicts["kubelet"] == verdicts["fake"]

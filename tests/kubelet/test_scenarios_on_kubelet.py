@@ -36,5 +36,5 @@ def test_the_scenario_meets_its_expectations_on_hollow_kubelets(name: str, tmp_p
     problems = [f"{n}: expected {r.expected}, was {r.status}: {[v.message for v in r.violations][:3]}"
                 for n, r in result.invariants.items() if not r.met]
     assert result.error is None, result.error
-    assert set(result.node_agents.values()) == {"kubelet"}
+    assert set(result.environment["nodeAgents"].values()) == {"kubelet"}
     assert result.ok, problems

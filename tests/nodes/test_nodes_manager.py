@@ -11,7 +11,8 @@ import pytest
 
 from draguard.harness.nodes.checkpoint import Checkpoint
 from draguard.harness.nodes.manager import DraManager, PodClaim, PrepareError
-from draguard.harness.nodes.plugins import ClaimRef, NodePlugins
+from draguard.harness.grpcapi.plugin import ClaimRef
+from draguard.harness.nodes.plugins import NodePlugins
 from draguard.harness.nodes.stubplugin import StubPlugin
 from draguard.harness.paths import NodeDirs
 
@@ -19,7 +20,7 @@ DRIVER = "gpu.draguard.dev"
 
 
 def claim(name: str, *drivers: str) -> PodClaim:
-    return PodClaim(ClaimRef("ns", name, f"uid-{name}"), drivers or (DRIVER,))
+    return PodClaim(ClaimRef(namespace="ns", name=name, uid=f"uid-{name}"), drivers or (DRIVER,))
 
 
 def registered(root: Path, node: str = "n1", drivers: tuple[str, ...] = (DRIVER,)) -> NodePlugins:
@@ -75,8 +76,8 @@ def test_one_prepare_call_per_driver_carries_all_claims_of_the_pod(root: Path) -
         m = manager(root, registered(root, drivers=(DRIVER, "nic.draguard.dev")))
         m.prepare_pod("pod-a", [claim("a"), claim("b"), claim("c", "nic.draguard.dev")])
         prepares = gpu.calls_of("NodePrepareResources")
-        assert [sorted(n for _, n, _ in c.claims) for c in prepares] == [["a", "b"]]
-        assert [[n for _, n, _ in c.claims] for c in nic.calls_of("NodePrepareResources")] == [["c"]]
+        assert [sorted(r.name for r in c.claims) for c in prepares] == [["a", "b"]]
+        assert [[r.name for r in c.claims] for c in nic.calls_of("NodePrepareResources")] == [["c"]]
         assert m.is_prepared("pod-a", [claim("a"), claim("b"), claim("c", "nic.draguard.dev")])
 
 
@@ -86,7 +87,7 @@ def test_a_claim_shared_with_a_prepared_pod_is_not_prepared_again(root: Path) ->
         m.prepare_pod("pod-a", [claim("shared")])
         m.prepare_pod("pod-b", [claim("shared"), claim("own")])
         assert plugin.count("NodePrepareResources", "shared") == 1
-        assert [[n for _, n, _ in c.claims] for c in plugin.calls_of("NodePrepareResources")] == [["shared"], ["own"]]
+        assert [[r.name for r in c.claims] for c in plugin.calls_of("NodePrepareResources")] == [["shared"], ["own"]]
 
 
 def test_a_shared_claim_is_unprepared_only_after_its_last_pod(root: Path) -> None:

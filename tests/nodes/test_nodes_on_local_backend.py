@@ -158,7 +158,7 @@ def test_a_gang_with_claims_runs_only_after_prepare_and_deleting_it_unprepares_e
     shared_uid = s.kube.get("ResourceClaim", "shared", s.ns)["metadata"]["uid"]
     prepares = s.plugin.calls_of("NodePrepareResources")
     assert len(prepares) == len(gang), "one NodePrepareResources per driver per pod"
-    assert sum(1 for c in prepares for _, _, uid in c.claims if uid == shared_uid) == 1, "shared claim prepared once"
+    assert sum(1 for c in prepares for ref in c.claims if ref.uid == shared_uid) == 1, "shared claim prepared once"
     assert len(s.plugin.prepared) == len(gang) + 1
     assert all(c["prepared"] for c in s.checkpoint.values()) and len(s.checkpoint[shared_uid]["pods"]) == 4
 
@@ -169,7 +169,7 @@ def test_a_gang_with_claims_runs_only_after_prepare_and_deleting_it_unprepares_e
     s.kube.delete("Pod", gang[3], s.ns)
     wait(lambda: s.kube.get("Pod", gang[3], s.ns) is None, "the last pod to go")
     assert s.plugin.prepared == set()
-    unprepared = [uid for c in s.plugin.calls_of("NodeUnprepareResources") for _, _, uid in c.claims]
+    unprepared = [ref.uid for c in s.plugin.calls_of("NodeUnprepareResources") for ref in c.claims]
     assert sorted(unprepared) == sorted(set(unprepared)) and len(unprepared) == len(gang) + 1
     assert s.checkpoint == {}
 
@@ -195,7 +195,7 @@ def test_an_agent_killed_mid_gang_neither_leaks_nor_prepares_twice(setup: Setup)
     wait(lambda: s.kube.get("Pod", "gang-0", s.ns) is None, "gang-0 to be let go after the restart")
     counts: dict[str, int] = {}
     for call in s.plugin.calls_of("NodePrepareResources"):
-        for _, name, _ in call.claims:
+        for name in (ref.name for ref in call.claims):
             counts[name] = counts.get(name, 0) + 1
     assert len(counts) == 4 and set(counts.values()) == {1}, f"each claim prepared exactly once: {counts}"
     assert len(s.plugin.prepared) == 3
@@ -206,7 +206,7 @@ def test_an_agent_killed_mid_gang_neither_leaks_nor_prepares_twice(setup: Setup)
     assert s.plugin.prepared == set(), "nothing leaked"
     unprepared: dict[str, int] = {}
     for call in s.plugin.calls_of("NodeUnprepareResources"):  # calls may batch several unused claims
-        for _, name, _ in call.claims:
+        for name in (ref.name for ref in call.claims):
             unprepared[name] = unprepared.get(name, 0) + 1
     assert set(unprepared) == set(counts) and set(unprepared.values()) == {1}, f"each claim unprepared once: {unprepared}"
     assert s.checkpoint == {}

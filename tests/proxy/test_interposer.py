@@ -14,13 +14,14 @@ import pytest
 
 from draguard.cli.main import main
 from draguard.harness.errors import UsageError
-from draguard.harness.nodes.plugins import ClaimRef, DraClient, NodePlugins, PluginCallError
+from draguard.harness.grpcapi.plugin import ClaimRef, ClaimResult, PluginCallError, PluginClient
+from draguard.harness.nodes.plugins import NodePlugins
 from draguard.harness.nodes.stubplugin import StubPlugin
 from draguard.harness.paths import NodeDirs
 from draguard.harness.proxy import FaultRule, FaultSet, Interposer, read_calls
 
 DRIVER = "gpu.draguard.dev"
-A, B = ClaimRef("ns", "a", "uid-a"), ClaimRef("ns", "bad-1", "uid-bad")
+A, B = ClaimRef(namespace="ns", name="a", uid="uid-a"), ClaimRef(namespace="ns", name="bad-1", uid="uid-bad")
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def proxy(root: Path, plugin: StubPlugin, faults: FaultSet) -> Iterator[Interpos
         yield interposer
 
 
-def client(root: Path, timeout: float = 5.0) -> DraClient:
+def client(root: Path, timeout: float = 5.0) -> PluginClient:
     plugins = NodePlugins("n1", NodeDirs(root / "nodes", "n1").registry, call_timeout=timeout)
     deadline = time.monotonic() + 5
     with ThreadPoolExecutor(1) as pool:
@@ -61,7 +62,7 @@ def test_registration_goes_through_the_proxy_and_points_the_node_at_the_proxy_so
     root: Path, plugin: StubPlugin, proxy: Interposer
 ) -> None:
     c = client(root)
-    assert c.endpoint == str(NodeDirs(proxy.node_root, "n1").dra_socket(DRIVER))
+    assert str(c.dra_socket) == str(NodeDirs(proxy.node_root, "n1").dra_socket(DRIVER))
     assert plugin.registrations == [(True, "")]
     assert [x["method"] for x in calls(proxy)] == ["GetInfo", "NotifyRegistrationStatus"]
 
@@ -70,7 +71,7 @@ def test_dra_calls_pass_through_unchanged_and_are_recorded_with_claims_and_timin
     root: Path, plugin: StubPlugin, proxy: Interposer
 ) -> None:
     result = client(root).prepare([A])
-    assert result["uid-a"][1] == "" and result["uid-a"][0][0]["deviceName"] == "dev-a"
+    assert result["uid-a"].error == "" and result["uid-a"].devices[0].device_name == "dev-a"
     assert plugin.count("NodePrepareResources", "a") == 1
     (rec,) = calls(proxy, "NodePrepareResources")
     assert rec["claims"] == [{"namespace": "ns", "name": "a", "uid": "uid-a"}]
@@ -96,9 +97,9 @@ def test_a_claim_error_answers_an_error_for_that_claim_and_prepares_the_others(
 ) -> None:
     faults.set_rules([FaultRule(action="claim-error", claim="uid-bad", message="no such device")])
     result = client(root).prepare([A, B])
-    assert result["uid-bad"] == ([], "no such device")
-    assert result["uid-a"][1] == ""
-    assert [[n for _, n, _ in call.claims] for call in plugin.calls] == [["a"]]
+    assert result["uid-bad"] == ClaimResult((), "no such device")
+    assert result["uid-a"].error == ""
+    assert [[r.name for r in call.claims] for call in plugin.calls] == [["a"]]
     assert calls(proxy, "NodePrepareResources")[0]["claim_errors"] == {"uid-bad": "no such device"}
 
 

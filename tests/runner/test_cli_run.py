@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,16 +51,29 @@ def test_cleanup_with_nothing_to_do_says_so(capsys: pytest.CaptureFixture[str]) 
     assert "nothing to clean up" in capsys.readouterr().err
 
 
-def test_a_scenario_that_missed_its_expectations_prints_how_to_replay_it(capsys: pytest.CaptureFixture[str]) -> None:
-    from draguard.cli.run import print_summary
-    from draguard.harness.result import Evidence, InvariantResult, RunResult, ScenarioResult
+def test_a_kubeconfig_that_cannot_be_loaded_is_one_error_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report"
+    code = main(["run", str(ROOT / "scenarios" / "gang-deadlock-per-pod.yaml"), "--cluster", "kubeconfig",
+                 "--kubeconfig", str(tmp_path / "missing-kubeconfig"), "--report-dir", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.count("cannot load kubeconfig") == 2  # the progress line and the one error of the summary
+    assert "✗" not in captured.err and "NOT met" not in captured.err
+    assert "Traceback" not in captured.err
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["exitCode"] == 2 and verdict["scenarios"][0]["errorKind"] == "HarnessError"
+    assert f"report: {out / 'report.html'}" in captured.out
 
-    failed = ScenarioResult("gang-x", "scenarios/gang-x.yaml", 42, hold=("gang-atomic",))
-    failed.invariants["gang-atomic"] = InvariantResult(
-        "gang-atomic", "a gang binds all or nothing", "violated", "hold", [Evidence("gang a is partial: 2 of 4 bound")]
-    )
-    print_summary(RunResult("r1", [failed]))
+
+def test_missing_binaries_exit_2_and_the_verdict_keeps_the_error_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = tmp_path / "report"
+    code = main(["run", str(ROOT / "scenarios" / "gang-deadlock-per-pod.yaml"), "--bin-dir", str(empty),
+                 "--report-dir", str(out), "--report", "terminal,json,junit"])
     err = capsys.readouterr().err
-    assert "replay: draguard run scenarios/gang-x.yaml --seed 42" in err
-    assert "gang-atomic should hold but was violated" in err
-    assert "gang a is partial: 2 of 4 bound" in err
+    assert code == 2
+    assert "lacks executable" in err and "none judged" in err and "✗" not in err
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["scenarios"][0]["errorKind"] == "HarnessError" and verdict["exitCode"] == 2
+    assert 'type="HarnessError"' in (out / "junit.xml").read_text()

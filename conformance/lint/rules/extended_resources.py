@@ -3,6 +3,10 @@
 An extended resource is a bare count: it cannot ask for devices that share an interconnect, and
 each replica grabs whatever is free. ResourceClaimTemplates can say which devices and how they
 must relate.
+
+In source code (a controller or an infrastructure program that builds pods) every accelerator
+extended resource written as a request or limit is reported, whatever its count: the code builds as
+many pods as it runs, which the linter cannot see, so "one device, one replica" cannot be shown.
 """
 
 from __future__ import annotations
@@ -66,10 +70,15 @@ def _count(amount: Fraction) -> str:
     return str(amount.numerator) if amount.denominator == 1 else str(float(amount))
 
 
+def _amount(amount: Fraction | None) -> str:
+    return "a count computed at run time" if amount is None else f"{_count(amount)} per pod"
+
+
 @rule(
     id="accelerator-extended-resource",
     severity=Severity.ERROR,
-    statement="Accelerators requested as extended resources are one per pod, in single-replica workloads.",
+    statement="Accelerators requested as extended resources are one per pod, in single-replica workloads, "
+    "and never in pods built by code.",
     fix="Request the devices through a ResourceClaimTemplate (pod.spec.resourceClaims and "
     "resources.claims), which can ask for a count and constrain their topology.",
 )
@@ -90,6 +99,14 @@ def check_extended_resource_count(inv: Inventory) -> Iterator[Violation]:
                     "resource: each replica takes whatever device is free, with no shared topology",
                 )
                 break
+    for code in inv.code:
+        for use in code.resource_uses:
+            yield Violation(
+                use.at,
+                f"{code.language} code requests {use.name} as an extended resource ({use.spelling}, "
+                f"{_amount(use.amount)}): pods built in code are as many as the code makes, and each takes "
+                "whatever devices are free, with no regard to how they are connected",
+            )
 
 
 @rule(
@@ -109,4 +126,14 @@ def check_mixed_requests(inv: Inventory) -> Iterator[Violation]:
                 refs[0].at,
                 f"{pod.owner} uses DRA claims and also the extended resource(s) {names}: the device "
                 "plugin and the DRA driver allocate independently and may hand out related devices twice",
+            )
+    for code in inv.code:
+        for spec in code.pod_specs:
+            names = ", ".join(dict.fromkeys(u.name for u in spec.uses))
+            lines = ", ".join(dict.fromkeys(str(u.at.line) for u in spec.uses))
+            yield Violation(
+                spec.at,
+                f"{code.language} code builds a pod spec with resourceClaims and also the extended resource(s) "
+                f"{names} (line {lines}): the device plugin and the DRA driver allocate independently and may "
+                "hand out related devices twice",
             )

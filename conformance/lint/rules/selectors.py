@@ -78,7 +78,13 @@ def check_attributes(inv: Inventory) -> Iterator[Violation]:
         if bad:
             yield Violation(
                 ref.at,
-                f"{holder}: CEL selector reads {', '.join(bad)}, which devices of driver {info.name} do not have",
+                f"{holder}: CEL selector reads {', '.join(bad)}, which devices of driver {info.name} do not have; "
+                f"{info.name} devices publish the attributes {info.published()}"
+                + (
+                    f" and the capacities {info.name}/{{{', '.join(sorted(info.capacity))}}}"
+                    if any(b.startswith("device.capacity") for b in bad)
+                    else ""
+                ),
             )
 
 

@@ -1,0 +1,73 @@
+"""Restart: prepared state survives a restart of the driver process, and unprepare after the restart
+releases the devices; a prepare interrupted by a crash is cleaned up by the unprepare that follows.
+
+The kubelet does not prepare again after a driver restart: it unprepares from its own checkpoint
+when the pod ends (kubernetes ``pkg/kubelet/cm/dra/manager.go``), so the driver must remember what
+it prepared (draguard guardrail 4; kubernetes-sigs/dra-driver-nvidia-gpu#840 for interrupted prepares).
+"""
+
+from __future__ import annotations
+
+from draguard.harness.grpcapi.plugin import PluginCallError
+
+from .cdi import specs_naming
+from .suite import SanityContext, expect, sanity_check
+
+
+@sanity_check(
+    "sanity.restart.state-survives",
+    rule="after the driver restarts, a prepared claim is still prepared and its unprepare releases the devices",
+    source="kubelet pkg/kubelet/cm/dra/manager.go (unprepare from the kubelet checkpoint after a driver restart)",
+    needs=("restart",),
+)
+def state_survives(ctx: SanityContext) -> None:
+    (d0,) = ctx.devices(1)
+    restart = ctx.hook("restart")
+    claim = ctx.claim([d0])
+    before = ctx.prepared_ok(claim)
+    ids = [i for d in before.devices for i in d.cdi_device_ids]
+    restart()
+    ctx.wait_ready()
+    # No prepare after the restart: the kubelet does not send one for a claim it has prepared.
+    if ctx.config.cdi_dir is not None and ids:
+        from draguard.harness.driver import cdi as cdi_specs
+
+        problems = cdi_specs.check_spec(ctx.config.cdi_dir, ids)
+        expect(not problems, f"after the restart the CDI IDs of the prepared {claim} no longer resolve: {problems}",
+               [str(claim)], [d0[1]])
+    ctx.unprepared_ok(claim)
+    if ctx.config.cdi_dir is not None:
+        left = specs_naming(ctx.config.cdi_dir, claim.uid)
+        expect(not left, f"after the restart, unprepare of {claim} answered success but left its CDI spec(s) {left}: "
+               f"the driver forgot what it had prepared", [str(claim)], [d0[1]])
+    other = ctx.claim([d0])
+    answer = ctx.prepare(other)
+    expect(other.uid in answer and not answer[other.uid].error,
+           f"after the restart and the unprepare of {claim}, {d0[1]} cannot be prepared: {answer.get(other.uid)!r}",
+           [str(claim), str(other)], [d0[1]])
+
+
+@sanity_check(
+    "sanity.restart.interrupted-prepare",
+    rule="a prepare interrupted by a driver crash is undone by the unprepare the kubelet sends after the restart",
+    source="kubernetes-sigs/dra-driver-nvidia-gpu#840 (claims stuck in PrepareStarted)",
+    aimed_at=("prepare-started-leak",),
+    needs=("crash_in_prepare", "restart"),
+)
+def interrupted_prepare(ctx: SanityContext) -> None:
+    (d0,) = ctx.devices(1)
+    restart = ctx.hook("restart")
+    claim = ctx.claim([d0])
+    ctx.call_hook("crash_in_prepare")
+    try:
+        ctx.prepare(claim, timeout=5)
+    except PluginCallError:
+        pass  # the driver died under the call
+    restart()
+    ctx.wait_ready()
+    ctx.unprepared_ok(claim)
+    other = ctx.claim([d0])
+    answer = ctx.prepare(other)
+    expect(other.uid in answer and not answer[other.uid].error,
+           f"after a crash inside the prepare of {claim}, a restart and its unprepare, {d0[1]} cannot be "
+           f"prepared: {answer.get(other.uid)!r}", [str(claim), str(other)], [d0[1]])

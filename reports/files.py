@@ -1,0 +1,85 @@
+"""Writing report files whole or not at all, and reading a finished run's report directory back.
+
+Every renderer writes through :func:`write_atomic` (a temporary file in the same folder, then a
+rename), so an interrupted or failed render never leaves half a file. :func:`load_report` reads
+``verdict.json`` and the timelines it names, and refuses (``ResultFormatError``, exit 2) a missing,
+partial or other-version report, naming the file and what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from draguard.harness.result import ResultFormatError, RunResult, TimelineEvents, TimelineFile
+
+__all__ = ["VERDICT", "write_atomic", "replace_dir", "load_report", "timeline_path"]
+
+VERDICT = "verdict.json"
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is as readable as any file written
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def replace_dir(staging: Path, final: Path) -> None:
+    """Put a fully written folder ``staging`` in place of ``final`` (which may exist)."""
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    staging.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def timeline_path(scenario_name: str) -> str:
+    """Where a scenario's timeline lives, relative to the report directory."""
+    return f"{scenario_name}/timeline.json"
+
+
+def load_report(path: Path, *, timelines: bool = True) -> RunResult:
+    """The run in report directory ``path`` (or the verdict file ``path``), its timelines attached.
+
+    With ``timelines`` every timeline the verdict names must exist and be complete; it is read here,
+    so that a render that follows cannot fail half way.
+    """
+    verdict = path / VERDICT if path.is_dir() else path
+    if not path.exists():
+        raise ResultFormatError(f"{path}: no such report directory or verdict file")
+    if not verdict.is_file():
+        raise ResultFormatError(f"{verdict}: missing; {path} is not a draguard report directory (no {VERDICT})")
+    try:
+        data = json.loads(verdict.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultFormatError(f"{verdict}: cannot read: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ResultFormatError(f"{verdict}: partial or not JSON (line {exc.lineno}: {exc.msg})") from exc
+    result = RunResult.from_dict(data, where=str(verdict))
+    if timelines:
+        root = verdict.parent
+        for s in result.scenarios:
+            if not s.timeline_file:
+                raise ResultFormatError(f"{verdict}: scenario {s.name} names no timeline file")
+            file = root / s.timeline_file
+            if not file.is_file():
+                raise ResultFormatError(f"{file}: missing (the timeline of scenario {s.name} named by {verdict})")
+            events = TimelineFile(file)
+            s.timeline = TimelineEvents(tuple(events.events()))  # read once, rendered by many
+    return result
+

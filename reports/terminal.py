@@ -1,0 +1,188 @@
+"""``terminal``: the verdict table on stderr, and the live progress of a run.
+
+Signs: ``✓`` an expectation met, ``✗`` one not met, ``–`` an invariant that was never checked (the
+run stopped before it could be judged; the error says why). A run stopped by an unusable
+environment prints that one error, not a column of failed invariants.
+
+:class:`RunProgress` is the progress callback the CLI hands to the runner: one line per phase with
+the time since the scenario started (no source locations), and a rich progress bar with counts and
+rate for phases that report :class:`~draguard.harness.progress.Counted` messages (building
+binaries, starting many drivers, deleting many pods).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from draguard.harness.errors import EXIT_USAGE
+from draguard.harness.progress import Counted
+from draguard.harness.result import InvariantResult, RunResult, ScenarioResult
+
+from .registry import REPORTS
+
+__all__ = ["render", "print_summary", "print_paths", "RunProgress", "invariant_mark"]
+
+
+def _console() -> Console:
+    return Console(stderr=True, log_path=False)
+
+
+def invariant_mark(inv: InvariantResult) -> str:
+    """``✓`` met, ``✗`` not met, ``–`` never checked (whatever was expected)."""
+    if inv.status == "not-checked":
+        return "–"
+    return "✓" if inv.met else "✗"
+
+
+def _invariants(s: ScenarioResult) -> str:
+    if s.error is not None and all(inv.status == "not-checked" for inv in s.invariants.values()):
+        return "[dim]– none judged (see the error below)[/dim]"
+    parts = []
+    for name, inv in s.invariants.items():
+        if inv.expected is None:
+            continue
+        mark = invariant_mark(inv)
+        colour = "dim" if mark == "–" else "green" if mark == "✓" else "red"
+        suffix = "(violated)" if inv.status == "violated" else "(not checked)" if inv.status == "not-checked" else ""
+        parts.append(f"[{colour}]{mark}{name}{suffix}[/{colour}]")
+    return " ".join(parts)
+
+
+def _result_cell(s: ScenarioResult) -> str:
+    if s.error is not None and s.exit_code == EXIT_USAGE:
+        return "[red]ERROR[/red]"
+    return "[green]met[/green]" if s.ok else "[red]NOT met[/red]"
+
+
+def print_summary(result: RunResult, console: Console | None = None) -> None:
+    console = console or _console()
+
+    def say(text: str, style: str | None = None) -> None:  # long lines stay whole, for copying
+        console.print(text, style=style, highlight=False, soft_wrap=True)
+
+    if result.scenarios:
+        table = Table(title="draguard verdict")
+        for col in ("scenario", "result", "invariants", "steps", "seconds"):
+            table.add_column(col)
+        for s in result.scenarios:
+            table.add_row(s.name, _result_cell(s), _invariants(s),
+                          f"{sum(st.ok for st in s.steps)}/{len(s.steps)} ok", f"{s.duration:.0f}")
+        console.print(table)
+    if result.checks:
+        checks = Table(title="draguard checks")
+        for col in ("check", "status", "reason"):
+            checks.add_column(col)
+        colours = {"passed": "green", "failed": "red", "error": "red", "skipped": "dim"}
+        for c in result.checks:
+            checks.add_row(c.id, f"[{colours[c.status]}]{c.status}[/]", c.reason)
+        console.print(checks)
+    for s in result.scenarios:
+        if s.error is not None and s.exit_code == EXIT_USAGE:
+            # An unusable input or environment: one clear error; nothing was judged.
+            say(f"[red]{s.name}: error: {escape(s.error)}[/red]")
+            continue
+        if not s.ok and s.source:
+            say(f"replay: draguard run {s.source} --seed {s.seed}")
+        if s.error:
+            say(f"[red]{s.name}: {escape(s.error)}[/red]")
+        for name, inv in s.invariants.items():
+            if inv.met and inv.expected == "violate":  # the incident reproduced: show its evidence
+                say(f"{s.name}: {name} violated, as this reproduction expects:")
+                for v in inv.violations[:3]:
+                    say(f"    {escape(v.message)}")
+            if not inv.met and inv.status != "not-checked":
+                want = "hold" if inv.expected == "hold" else "be violated"
+                say(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]")
+                for v in inv.violations[:5]:
+                    say(f"    {escape(v.message)}")
+        unchecked = [n for n, inv in s.invariants.items() if inv.expected and inv.status == "not-checked"]
+        if unchecked:
+            say(f"{s.name}: not checked: {', '.join(unchecked)}", "dim")
+    for c in result.checks:
+        if c.status in ("failed", "error"):
+            say(f"[red]{c.id}: {c.status}: {escape(c.reason)}[/red]")
+            for e in c.evidence[:5]:
+                say(f"    {escape(e.message)}")
+
+
+@REPORTS.register("terminal", summary="the verdict table and the evidence of each failure, on stderr")
+def render(result: RunResult, out: Path) -> list[Path]:
+    print_summary(result)
+    return []
+
+
+def print_paths(written: Iterable[tuple[str, Path]], console: Console | None = None) -> None:
+    """One ``what: absolute path`` line per report file written (on stdout, for scripts); the HTML report last."""
+    console = console or Console(log_path=False, soft_wrap=True)
+    labels = {"html": "report", "junit": "junit", "allure": "allure results"}
+    for fmt, path in sorted(written, key=lambda fp: fp[0] == "html"):
+        if fmt in labels or fmt == "json":
+            label = labels.get(fmt) or ("verdict" if path.name == "verdict.json" else "timeline")
+            console.print(f"{label}: {path.resolve()}", highlight=False)
+
+
+class RunProgress:
+    """The runner's progress callback: phase lines and rich bars for counted phases."""
+
+    counts = True
+    """Ask harness code for frequent counted updates (see ``draguard.harness.progress``)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or _console()
+        self._bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=self.console,
+                              transient=True)
+        self._status: TaskID | None = None
+        self._counted: dict[str, tuple[TaskID, float]] = {}
+        self._scenario = ""
+        self._started = time.monotonic()
+
+    @contextmanager
+    def scenario(self, name: str) -> Iterator[RunProgress]:
+        self._scenario, self._started = name, time.monotonic()
+        with self._bars:
+            self._status = self._bars.add_task(f"[bold]{name}[/bold]: starting", total=None, rate="")
+            try:
+                yield self
+            finally:
+                self._finish_counted()
+                self._bars.remove_task(self._status)
+                self._status = None
+
+    def _line(self, message: str) -> None:
+        elapsed = time.monotonic() - self._started
+        prefix = f"{self._scenario}: " if self._scenario else ""
+        self._bars.console.print(f"[dim]{elapsed:6.1f}s[/dim] {escape(prefix + message)}", highlight=False, soft_wrap=True)
+
+    def _finish_counted(self) -> None:
+        for phase, (task, started) in self._counted.items():
+            t = self._bars.tasks[[x.id for x in self._bars.tasks].index(task)]
+            took = max(time.monotonic() - started, 1e-6)
+            total = int(t.total) if t.total is not None else int(t.completed)
+            self._bars.remove_task(task)
+            rate = f" ({total / took:.1f}/s)" if took >= 0.5 else ""
+            self._line(f"{phase}: {total} in {took:.1f}s{rate}")
+        self._counted.clear()
+
+    def __call__(self, message: str) -> None:
+        if isinstance(message, Counted):
+            entry = self._counted.get(message.phase)
+            if entry is None:
+                task = self._bars.add_task(message.phase, total=message.total, rate="")
+                entry = self._counted[message.phase] = (task, time.monotonic())
+            task, started = entry
+            took = max(time.monotonic() - started, 1e-6)
+            self._bars.update(task, completed=message.done, total=message.total, rate=f"{message.done / took:.1f}/s")
+            return
+        self._finish_counted()
+        if self._status is not None:
+            self._bars.update(self._status, description=f"[bold]{self._scenario}[/bold]: {message}")
+        self._line(message)

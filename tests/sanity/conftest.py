@@ -1,0 +1,58 @@
+"""Fixtures of the sanity suite's tests: a short temporary root, an unreachable API server, and the
+fake driver's gRPC servers in process (registration and health need no API server)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from draguard.harness.driver.faults import FaultControl
+from draguard.harness.driver.mutants import get_mutant
+from draguard.harness.driver.plugin import FakeDriver
+from draguard.harness.driver.service import PluginServer
+from draguard.harness.driver.topology import generic, resolve
+from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+
+NODE = "n1"
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="dgs", dir="/tmp"))  # short: unix socket paths are limited
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def kubeconfig(root: Path) -> Path:
+    """A kubeconfig whose API server refuses connections at once."""
+    path = root / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return path
+
+
+@pytest.fixture
+def fake_server(root: Path) -> Iterator[PluginServer]:
+    """The fake driver's gRPC servers in process (no API server: registration and health only)."""
+    dirs = NodeDirs(root, NODE)
+    driver = FakeDriver(driver=DEFAULT_DRIVER, node=NODE, dirs=dirs, inventory=resolve(generic(2), NODE),
+                        claims=_NoClaims(), mutant=get_mutant(None), faults=FaultControl(dirs.plugin_dir(DEFAULT_DRIVER)))
+    srv = PluginServer(driver, dirs.dra_socket(DEFAULT_DRIVER), dirs.registration_socket(DEFAULT_DRIVER), 0.05)
+    srv.start()
+    yield srv
+    srv.stop(grace=0)
+
+
+class _NoClaims:
+    def get_claim(self, namespace: str, name: str) -> None:
+        return None
+
+
