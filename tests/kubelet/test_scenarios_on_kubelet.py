@@ -21,7 +21,7 @@ SLICE_WIPE = pytest.mark.xfail(strict=True, reason=(
     "a restarted kubelet wipes its node's ResourceSlices until the driver republishes (within 2 s), and the "
     "continuous topology invariant sees the gap (docs/kubelet-differential.md)"))
 ON_KUBELET = [
-    pytest.param("node-agent-restart", marks=SLICE_WIPE), "node-loss-returns", "prepare-failure-retry", "interposed-prepare-failure",
+    pytest.param("node-agent-restart", marks=SLICE_WIPE), pytest.param("node-loss-returns", marks=SLICE_WIPE), "prepare-failure-retry", "interposed-prepare-failure",
     "drain-node-unprepare-failure", "driver-restart-mid-gang", "evict-during-prepare", "force-delete-driver-down",
     "reset-failure-correct-driver", "reset-leak-forget-before-reset", "shared-claim-gang", "preempt-gang-member",
     "mig-partitions-with-full-gpus", "device-taint-nvlink-claim",
