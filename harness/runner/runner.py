@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
-from ..errors import DraguardError, HarnessError
+from ..errors import DraguardError, HarnessError, UsageError
 from ..devices.truth import DeviceTruth
 from ..invariants import DeviceId, DeviceState, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
@@ -189,7 +189,10 @@ class Runner:
             "driver": {"name": sc.driver.name, "kind": sc.driver.kind, "mutant": sc.driver.mutant,
                        "version": draguard_version() if sc.driver.kind == "fake" else None,
                        "interposed": bool(sc.driver.interpose)},
-            "nodeAgent": "draguard fake nodes" if sc.driver.kind == "fake" else "the cluster's kubelets",
+            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" else
+                          {frozenset({"fake"}): "draguard fake nodes", frozenset({"kubelet"}): "hollow DRA kubelets"}.get(
+                              frozenset(n.agent for n in sc.nodes), "draguard fake nodes and hollow DRA kubelets")),
+            "nodeAgents": {n.name: n.agent for n in sc.nodes},
             "nodes": len(sc.nodes),
             "seed": self.seed,
         })
@@ -250,17 +253,20 @@ class Runner:
             h.rpc_faults = FaultSet()  # in process: steps add validated rules, counted per rule
             h.interposer = Interposer(driver_root, h.node_root, h.rpc_faults,
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
-        names = [n.name for n in sc.nodes]
+        names = [n.name for n in sc.nodes if n.agent == "fake"]
+        # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
+        self._kubelets(kubeconfig, driver_root)
         labels: dict[str, str] = {}
         # Pod sync workers: each prepare waits on the API and the driver, so at scale the default 8 made
         # the fake nodes the ceiling (400 pods on 50 nodes: scheduled-to-Running lag grew to 15 s).
         workers = 8 if len(names) <= PER_NODE_UP_TO else 32
-        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels,
-                                   extra_args=["--workers", str(workers)])  # fmt: skip
-        h.nodes.start()
-        if h.nodes.pid:
-            h.journal.process(h.nodes.pid, "draguard nodes")
-        self.log(f"{len(names)} fake node(s) registered")
+        if names:
+            h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels,
+                                       extra_args=["--workers", str(workers)])  # fmt: skip
+            h.nodes.start()
+            if h.nodes.pid:
+                h.journal.process(h.nodes.pid, "draguard nodes")
+            self.log(f"{len(names)} fake node(s) registered")
         started = time.monotonic()
         node_topology: dict[str, Path] = {}
         for node in sc.nodes:
@@ -268,7 +274,7 @@ class Runner:
             node_topology[node.name].write_text(json.dumps(topology_file(node.topology, node.name)))
         hosting = sc.driver.hosting
         if hosting == "auto":
-            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO else "shared"
+            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO or h.kubelets else "shared"
         if hosting == "shared":
             from ..driver.host import DriverHostProcess, HostedNode
 
@@ -293,11 +299,38 @@ class Runner:
                     h.drivers[proc.node] = proc
                     if error is not None:
                         raise error
-        self._wait_slices(set(names), timeout=max(60, len(names) / 5))
+        for node_name, kubelet in h.kubelets.items():
+            kubelet.wait_registered(sc.driver.name)
+        self._wait_slices({n.name for n in sc.nodes}, timeout=max(60, len(sc.nodes) / 5))
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
                  + (", behind the gRPC interposer" if h.interposer else "")
                  + f" ({hosting}, {time.monotonic() - started:.1f}s)")
+
+    def _kubelets(self, kubeconfig: Path, driver_root: Path) -> None:
+        """Start a hollow DRA kubelet for each node with ``agent: kubelet`` (local backend only)."""
+        h = self._h()
+        nodes = [n for n in self.scenario.nodes if n.agent == "kubelet"]
+        if not nodes:
+            return
+        if h.cluster is None:
+            raise UsageError("nodes with 'agent: kubelet' need the local backend: their credentials come from its CA")
+        from ..cluster.pki import Pki
+        from ..kubelet.process import HollowKubelet
+        from ..paths import NodeDirs
+
+        t0 = time.monotonic()
+        for node in nodes:
+            kubelet = HollowKubelet(
+                Pki(h.cluster.dir / "pki"), h.cluster.server, node.name, h.node_root, admin=h.kube,
+                feature_gates=self.scenario.cluster.feature_gates, labels={RUN_LABEL: self.run_id, **node.labels},
+                cdi_dir=NodeDirs(driver_root, node.name).cdi,
+            )
+            h.kubelets[node.name] = kubelet
+            kubelet.start()
+            if kubelet.pid:
+                h.journal.process(kubelet.pid, f"hollow kubelet {node.name}")
+        self.log(f"{len(nodes)} hollow DRA kubelet(s) ready in {time.monotonic() - t0:.1f}s")
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -492,6 +525,8 @@ class Runner:
             else:
                 for proc in h.drivers.values():
                     proc.stop()
+            for kubelet in h.kubelets.values():
+                kubelet.stop()
             if h.nodes is not None:
                 h.nodes.stop()
             if h.interposer is not None:
