@@ -17,7 +17,7 @@ pytestmark = pytest.mark.cluster
 
 def _config(f: Any, **kw: Any) -> ClusterConfig:
     return ClusterConfig(kubeconfig=f.kubeconfig, driver=f.driver, device_class=f.device_class,
-                         wait_timeout=45, reuse_count=3, **kw)
+                         **({"wait_timeout": 45.0, "reuse_count": 3} | kw))
 
 
 def _why(result: RunResult) -> dict[str, tuple[str, str]]:
@@ -59,6 +59,6 @@ def _aimed() -> dict[str, list[str]]:
 def test_each_mutant_fails_the_checks_aimed_at_it(make_fleet: Callable[..., Any], mutant: str) -> None:
     targets = _aimed()[mutant]
     with make_fleet(mutant, nodes=1) as f:
-        result = run_conformance(_config(f, select=tuple(targets), wait_timeout=20), f.access())
+        result = run_conformance(_config(f, select=tuple(targets), wait_timeout=20.0), f.access())
     got = _why(result)
     assert {t: got[t][0] for t in targets} == {t: "failed" for t in targets}, got
