@@ -99,14 +99,20 @@ def claim_lifecycle(ctx: ClusterContext) -> None:
                       "draguard guardrail: unprepare works from the claim UID and local state",
                aimed_at=("unprepare-needs-claim",), needs=("node access",))
 def force_delete(ctx: ClusterContext) -> None:
-    ctx.node_access("that the driver released the devices of a force-deleted pod")
+    access = ctx.node_access("that the driver released the devices of a force-deleted pod")
     claim = ctx.claim()
     name = claim["metadata"]["name"]
     pod = ctx.pod(claim=name)
     node, uids = _run_one(ctx, pod)
+    if callable(getattr(access, "fail_release", None)):
+        # The first unprepare fails in the driver, so the kubelet's retry comes after the claim is
+        # gone from the API: a driver that needs the claim to unprepare never releases it.
+        device = ctx.allocated(ctx.get("ResourceClaim", name) or {})[0][2]
+        ctx.hook("fail_release")(node, device)
     ctx.delete_pod(pod, force=True)
     ctx.kube.delete("ResourceClaim", name, ctx.namespace)
     ctx.wait_gone("Pod", pod)
+    ctx.wait_gone("ResourceClaim", name)
     ctx.expect_released(node, uids, f"pod {pod} force-deleted with its claim")
 
 
@@ -301,16 +307,17 @@ def evict_during_prepare(ctx: ClusterContext) -> None:
     node = _node(ctx)
     claim = ctx.claim()
     name, uid = claim["metadata"]["name"], claim["metadata"]["uid"]
-    seconds = 4.0
+    seconds = ctx.config.prepare_delay
     slow(node, uid, seconds)
+    started = time.monotonic()
     pod = ctx.pod(claim=name, node=node)
     ctx.wait(lambda: (ctx.get("Pod", pod) or {}).get("spec", {}).get("nodeName"), f"pod {pod} scheduled",
              evidence=lambda: ctx.pod_state(pod))
     time.sleep(1.0)  # the prepare is in the driver now, held for `seconds`
     ctx.delete_pod(pod)
-    ctx.wait_gone("Pod", pod)
+    ctx.wait_gone("Pod", pod, timeout=seconds + ctx.config.wait_timeout)
     ctx.wait_deallocated(name)
-    time.sleep(seconds)  # let the slow prepare finish inside the driver
+    time.sleep(max(0.0, started + seconds + 2.0 - time.monotonic()))  # the held prepare has ended in the driver
     ctx.expect_released(node, [uid], f"pod {pod} deleted during prepare")
     held = access.held(node)
     expect(uid not in held.values(), f"the driver on {node} still holds devices for claim {uid}: {held}")

@@ -42,6 +42,7 @@ __all__ = [
     "ClusterContext",
     "cluster_check",
     "cluster_checks",
+    "checks_table",
     "detect",
     "open_context",
     "run_check",
@@ -72,6 +73,9 @@ class ClusterConfig:
     """How long a pod may take to run, to go, a claim to be deallocated."""
     check_timeout: float = 300.0
     reuse_count: int = 3
+    prepare_delay: float = 50.0
+    """How long the eviction-during-prepare check holds a prepare inside the driver: longer than the
+    kubelet's DRA call timeout (45 s, pkg/kubelet/cm/dra/plugin), so the kubelet gives up on it."""
 
 
 class NodeAccess(Protocol):
@@ -421,8 +425,8 @@ class ClusterContext:
     def delete_pod(self, name: str, force: bool = False) -> None:
         self.kube.delete("Pod", name, self.namespace, grace_seconds=0 if force else None)
 
-    def wait_gone(self, kind: str, name: str) -> None:
-        self.wait(lambda: self.get(kind, name) is None, f"{kind} {name} to be gone")
+    def wait_gone(self, kind: str, name: str, timeout: float | None = None) -> None:
+        self.wait(lambda: self.get(kind, name) is None, f"{kind} {name} to be gone", timeout)
 
     def wait_deallocated(self, name: str) -> None:
         """Wait until claim ``name`` is neither reserved nor allocated (or gone)."""
@@ -595,3 +599,13 @@ def run_conformance(config: ClusterConfig, access: Any = None,
             if on_result is not None:
                 on_result(check)
     return result
+
+
+def checks_table() -> str:
+    """The Markdown table of the cluster checks (id, rule, source, aimed at, needs) for docs/conformance.md."""
+    rows = ["| check | rule | source | mutants aimed at | needs beyond the API |", "|---|---|---|---|---|"]
+    for e in cluster_checks():
+        aimed = ", ".join(f"`{m}`" for m in e.meta.get("aimed_at") or ()) or "–"
+        needs = ", ".join(e.meta.get("needs") or ()) or "–"
+        rows.append(f"| `{e.name}` | {e.summary} | {e.meta.get('source')} | {aimed} | {needs} |")
+    return "\n".join(rows) + "\n"

@@ -46,7 +46,7 @@ def fleet(cluster: Any, mutant: str | None = None, nodes: int = 2, devices: int 
     root = Path(tempfile.mkdtemp(prefix="dgc", dir="/tmp"))  # short: unix socket paths are limited
     cls = f"dgc-{tag}"
     agent = FakeNodesProcess(cluster.kubeconfig, names, root=root, run_label=cluster.run_id, log=root / "nodes.log",
-                             extra_args=["--heartbeat-interval", "1", "--backoff-max", "1"])
+                             extra_args=["--heartbeat-interval", "1", "--backoff-max", "1", "--call-timeout", "3"])
     f = Fleet(Path(cluster.kubeconfig), kube, root, names, cls)
     try:
         agent.start()

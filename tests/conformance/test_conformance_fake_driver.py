@@ -17,7 +17,7 @@ pytestmark = pytest.mark.cluster
 
 def _config(f: Any, **kw: Any) -> ClusterConfig:
     return ClusterConfig(kubeconfig=f.kubeconfig, driver=f.driver, device_class=f.device_class,
-                         **({"wait_timeout": 45.0, "reuse_count": 3} | kw))
+                         **({"wait_timeout": 45.0, "reuse_count": 3, "prepare_delay": 6.0} | kw))
 
 
 def _why(result: RunResult) -> dict[str, tuple[str, str]]:
