@@ -29,6 +29,8 @@ def _run_one(ctx: ClusterContext, pod: str) -> tuple[str, list[str]]:
     obj = ctx.wait_running(pod)
     node = obj["spec"]["nodeName"]
     claims = ctx.claims_of(obj)
+    ctx.remember("Pod", obj)
+    ctx.remember("ResourceClaim", *claims)
     expect(bool(claims), f"pod {pod} runs but names no ResourceClaim in its status", [f"Pod {pod}"])
     uids = []
     for claim in claims:

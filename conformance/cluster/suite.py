@@ -263,6 +263,7 @@ class ClusterContext:
     evidence: dict[str, Any] | None = None
     """When set, the claims, pods and events of each check are kept here under its id (before deletion)."""
     current: str = ""
+    _seen: dict[str, dict[str, Obj]] = field(default_factory=dict)
     _made: list[tuple[str, str, str | None]] = field(default_factory=list)
     _seq: int = 0
 
@@ -411,6 +412,11 @@ class ClusterContext:
                 out.append(obj)
         return out
 
+    def remember(self, kind: str, *objs: Obj) -> None:
+        """Keep ``objs`` as they are now for the evidence (they may be deleted before the check ends)."""
+        for obj in objs:
+            self._seen.setdefault(kind, {})[obj.get("metadata", {}).get("uid", "")] = obj
+
     @staticmethod
     def allocated(claim: Obj) -> list[tuple[str, str, str]]:
         """(driver, pool, device) of each device allocated to ``claim``."""
@@ -439,8 +445,8 @@ class ClusterContext:
 
     # -- the node-side truth ----------------------------------------------------------------------
     def node_access(self, what: str) -> Any:
-        """The node access, or skip saying which part of the check needs it."""
-        if self.access is None:
+        """The node access with the driver's node-side record, or skip saying which part of the check needs it."""
+        if not self.has_truth():
             raise Skip(f"{what} is only observable on the node; give node access (--fake-driver-root for "
                        "draguard's fake driver) to check it")
         return self.access
@@ -495,12 +501,15 @@ class ClusterContext:
         """Delete what the check created (pods first, at once); problems are returned, never raised."""
         made, self._made = self._made, []
         problems: list[str] = []
+        seen, self._seen = self._seen, {}
         if self.evidence is not None:
             try:
-                self.evidence[self.current] = {kind: self.kube.items(kind, self.namespace)
-                                               for kind in ("ResourceClaim", "Pod", "Event")}
+                for kind in ("ResourceClaim", "Pod", "Event"):
+                    for obj in self.kube.items(kind, self.namespace):
+                        seen.setdefault(kind, {})[obj["metadata"]["uid"]] = obj
             except (ApiError, HarnessError) as exc:
                 problems.append(f"collecting evidence: {exc}")
+            self.evidence[self.current] = {kind: list(objs.values()) for kind, objs in seen.items()}
         if self.access is not None and callable(getattr(self.access, "clear", None)):
             for node in self.nodes:
                 try:
