@@ -128,3 +128,14 @@ def test_certify_without_verify_names_the_missing_option(capsys: pytest.CaptureF
 def test_an_unknown_profile_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conformance", "--profile", "core,bogus", "--list"]) == 2
     assert "'bogus'" in capsys.readouterr().err
+
+
+def test_an_unreachable_cluster_is_exit_2_naming_the_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n")
+    assert main(["conformance", "--kubeconfig", str(kubeconfig), "--driver", "d", "--device-class", "c"]) == 2
+    err = capsys.readouterr().err
+    assert str(kubeconfig) in err and "cannot reach the API server" in err and "Traceback" not in err

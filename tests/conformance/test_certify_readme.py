@@ -58,3 +58,29 @@ def test_the_readme_commands_produce_and_verify_a_bundle(
     claims = json.loads((evidence / "checks" / "conformance.core.template-claim" / "resourceclaims.json").read_text())
     assert claims and claims[0]["status"]["allocation"]
     assert "draguard certify --kubeconfig" in (tmp_path / "bundle" / "README.md").read_text()
+
+
+def test_certify_with_the_driver_sockets_runs_sanity_too_and_bundles_the_grpc_trace(
+    make_fleet: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from draguard.harness.paths import NodeDirs
+
+    product = tmp_path / "product.yaml"
+    product.write_text("vendor: draguard\nname: fake\nversion: '0.1'\nwebsite_url: https://example.com\n"
+                       "documentation_url: https://example.com/docs\ndriver_image: example/fake:0.1\n")
+    with make_fleet(nodes=1) as f:
+        node = f.nodes[0]
+        dirs = NodeDirs(f.root, node)
+        code = main(["certify", "--kubeconfig", str(f.kubeconfig), "--driver", f.driver, "--device-class", f.device_class,
+                     "--profile", "core", "--product", str(product), "--out", str(tmp_path / "b"),
+                     "--registration-socket", str(dirs.registration_socket(f.driver)), "--node", node,
+                     "--cdi-dir", str(dirs.cdi), "--fake-driver-root", str(f.root)])
+    out = capsys.readouterr().out
+    verdict = json.loads((tmp_path / "b" / "verdict.json").read_text())
+    ids = [c["id"] for c in verdict["checks"]]
+    assert any(i.startswith("sanity.") for i in ids) and any(i.startswith("conformance.core.") for i in ids)
+    assert not any(i.startswith("conformance.chaos.") for i in ids)
+    assert {c["id"]: c["status"] for c in verdict["checks"]}["conformance.core.force-delete"] == "passed"
+    assert (tmp_path / "b" / "evidence" / "grpc-calls.jsonl").read_text()
+    assert code == (0 if verdict["ok"] else 1), out
+    assert main(["certify", "--verify", str(tmp_path / "b.tar.gz")]) == code
