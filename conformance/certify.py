@@ -60,6 +60,19 @@ class CertifyOptions:
     """The command line, for the bundle's README (how to reproduce)."""
 
 
+class _WithoutCrash:
+    """The fake driver's hooks without ``crash_in_prepare`` and ``restart``: with no way to restart the
+    driver, a crash would leave it dead for every check after it (the checks needing them skip)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("crash_in_prepare", "restart"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
 def node_access(fake_driver_root: Path | None, driver: str, restart_command: str | None) -> Any:
     """The cluster suite's node access from the CLI options (None: API-only checks)."""
     if fake_driver_root is not None:
@@ -102,6 +115,8 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
             restart = CommandHooks(opts.restart_command) if opts.restart_command else None
             if opts.fake_driver_root is not None and opts.node:
                 hooks = FakeDriverHooks(opts.fake_driver_root, opts.node, opts.driver, process=restart)
+                if restart is None:
+                    hooks = _WithoutCrash(hooks)
             elif restart is not None:
                 hooks = restart
             sanity = run_sanity(SanityConfig(
