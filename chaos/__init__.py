@@ -5,22 +5,25 @@ A fault is ``def fault(ctx: StepContext, params: Params | None) -> None``: it pi
 changes anything, and says what it did with ``ctx.note(...)``. Importing this package registers all
 of them; the scenario loader then validates each step's ``params`` against the fault's model.
 
-    preempt, evict, force-delete, drain-node, node-loss, node-restart, driver-restart, driver-down,
-    reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
+    arrive, preempt, evict, force-delete, drain-node, node-loss, node-restart, driver-restart, driver-down,
+    driver-crash, reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
     scheduler-restart, controller-manager-restart, apiserver-restart
 """
 
 from __future__ import annotations
 
 from draguard.chaos import (  # noqa: F401  (each module registers itself)
+    arrive,
     component_restart,
     device_taint,
     drain_node,
+    driver_crash,
     driver_down,
     driver_faults,
     driver_restart,
     evict,
     force_delete,
+    load,
     node_loss,
     node_restart,
     preempt,

@@ -30,18 +30,18 @@ def device_taint(ctx: StepContext, params: DeviceTaintParams | None) -> None:
     params = params or DeviceTaintParams()
     t = ctx.target
     if t.device and t.node:
-        driver, pool, device = ctx.handles.driver_name, t.node, t.device
+        driver, pool, device = ctx.driver_name, t.node, t.device
     else:
         pods = ctx.target_pods(bound_only=True)
         devices = sorted({d for p in pods for d in ctx.allocated_devices(p)})
         if not devices:
             raise UsageError(f"step {ctx.step.name}: the target {t} holds no allocated device to taint")
         driver, pool, device = ctx.rng.choice(devices)
-    name = f"{ctx.handles.run_id}-{ctx.step.index}-{device}"[:63]
+    name = f"{ctx.run_id}-{ctx.step.index}-{device}"[:63]
     ctx.before(UndoAction("delete-object", {"kind": "DeviceTaintRule", "name": name}))
     ctx.kube.create({
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
-        "metadata": {"name": name, "labels": {RUN_LABEL: ctx.handles.run_id}},
+        "metadata": {"name": name, "labels": {RUN_LABEL: ctx.run_id}},
         "spec": {"deviceSelector": {"driver": driver, "pool": pool, "device": device},
                  "taint": {"key": params.key, "value": params.value, "effect": params.effect}},
     })
@@ -50,4 +50,5 @@ def device_taint(ctx: StepContext, params: DeviceTaintParams | None) -> None:
         ctx.kube.delete("DeviceTaintRule", name)
 
     ctx.on_undo(untaint)
+    ctx.fired()
     ctx.note(f"tainted {driver}/{pool}/{device} {params.key}={params.value}:{params.effect}")

@@ -26,4 +26,5 @@ def drain_node(ctx: StepContext, params: None) -> None:
                              body={"apiVersion": "policy/v1", "kind": "Eviction",
                                    "metadata": {"name": md["name"], "namespace": md["namespace"]}})
             evicted += 1
+        ctx.fired(max(evicted, 1))
         ctx.note(f"cordoned {node} and evicted {evicted} pod(s)")

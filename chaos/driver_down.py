@@ -1,44 +1,41 @@
-"""``driver-down``: the DRA driver on a node is gone for a while (or for good).
+"""``driver-down``: the DRA driver on a node is gone for a while (or until cleanup).
 
 Pods needing it stay Pending with FailedPrepareDynamicResources; unprepare of deleted pods waits.
+Without a ``duration`` the driver comes back when the cleanup phase starts, so the node can
+unprepare what the workloads held before ``no-leak`` judges. Either way the step does not hold up
+the other steps: each step runs on its own.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
-
 from draguard.harness.registry import FAULTS
-from draguard.harness.runner.context import StepContext
-from draguard.harness.runner.journal import UndoAction
+from draguard.harness.runner.context import FakeDriverControl, StepContext
 from draguard.harness.scenario.model import Params, PositiveDuration
-
-from ._common import fake_driver
-
-if TYPE_CHECKING:
-    from draguard.harness.driver.process import FakeDriverProcess
 
 
 class DriverDownParams(Params):
     duration: PositiveDuration | None = None
-    """How long the driver stays down (default: until the cleanup phase)."""
+    """How long the driver stays down (default: until the cleanup phase starts)."""
 
 
-@FAULTS.register("driver-down", summary="stop the DRA driver on the targeted node for a while", params=DriverDownParams)
+@FAULTS.register("driver-down", summary="stop the DRA driver on the targeted node for a while",
+                 params=DriverDownParams, needs=("fake-driver",))
 def driver_down(ctx: StepContext, params: DriverDownParams | None) -> None:
     params = params or DriverDownParams()
-    for node in ctx.target_nodes():
-        proc = fake_driver(ctx, node)
-        ctx.before(UndoAction("none", {"why": "a stopped driver process is restarted by the run or stopped by cleanup"}))
-        proc.kill()
-        ctx.note(f"driver on {node} down")
-        if params.duration is not None:
-            time.sleep(params.duration.total_seconds())
-            proc.start()
-            ctx.note(f"driver on {node} back")
-        else:
+    drivers = [ctx.fake_driver(node) for node in ctx.target_nodes()]
+    for driver in drivers:
+        driver.kill()
+        ctx.fired()
+        ctx.note(f"driver on {driver.node} down")
+        if params.duration is None:
+            ctx.on_undo(driver.start, until_cleanup=True)
+    if params.duration is None:
+        return
+    ended_early = not ctx.sleep(params.duration.total_seconds())
+    for driver in drivers:
+        _back(ctx, driver, ended_early)
 
-            def restart(proc: FakeDriverProcess = proc) -> None:
-                proc.start()
 
-            ctx.on_undo(restart)
+def _back(ctx: StepContext, driver: FakeDriverControl, early: bool) -> None:
+    driver.start()
+    ctx.note(f"driver on {driver.node} back" + (" (cleanup started before the duration ended)" if early else ""))

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import Params
-
-from ._common import fake_driver
 
 
 class DriverRestartParams(Params):
@@ -18,13 +15,11 @@ class DriverRestartParams(Params):
     """SIGKILL (a crash) rather than SIGTERM."""
 
 
-@FAULTS.register("driver-restart", summary="kill and restart the DRA driver on the targeted node", params=DriverRestartParams)
+@FAULTS.register("driver-restart", summary="kill and restart the DRA driver on the targeted node",
+                 params=DriverRestartParams, needs=("fake-driver",))
 def driver_restart(ctx: StepContext, params: DriverRestartParams | None) -> None:
     params = params or DriverRestartParams()
     for node in ctx.target_nodes():
-        proc = fake_driver(ctx, node)
-        ctx.before(UndoAction("none", {"why": "the driver is started again by the step itself"}))
-        proc.restart(kill=params.kill)
-        if proc.pid:
-            ctx.handles.journal.process(proc.pid, f"fake driver on {node} (restarted)")
+        ctx.fake_driver(node).restart(kill=params.kill)
+        ctx.fired()
         ctx.note(f"driver on {node} {'killed' if params.kill else 'stopped'} and restarted")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
-from draguard.harness.scenario.model import Params
+from draguard.harness.scenario.model import MAX_SECONDS, Params
 
 from ._common import name, require
 
 
 class EvictParams(Params):
-    grace_seconds: int | None = None
+    grace_seconds: int | None = Field(default=None, ge=0, le=MAX_SECONDS)
     """Grace period for the pod (default: the pod's own)."""
 
 
@@ -26,4 +28,5 @@ def evict(ctx: StepContext, params: EvictParams | None) -> None:
         if params.grace_seconds is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": params.grace_seconds}
         ctx.kube.request("POST", ctx.kube.path("Pod", md["name"], md["namespace"], "eviction"), body=body)
+        ctx.fired()
         ctx.note(f"evicted {name(pod)}")

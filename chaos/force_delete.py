@@ -18,4 +18,5 @@ def force_delete(ctx: StepContext, params: None) -> None:
     ctx.before(UndoAction("none", {"why": "a deletion is not undone"}))
     for pod in require(ctx.target_pods(), ctx):
         ctx.kube.delete("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], grace_seconds=0)
+        ctx.fired()
         ctx.note(f"force-deleted {name(pod)}")

@@ -1,44 +1,40 @@
 """``node-loss``: a node stops heartbeating (power loss, partition); optionally comes back.
 
 The node lifecycle controller marks it NotReady and, after the pods' tolerations, evicts them. The
-node's agent stops syncing too, so prepared devices stay prepared until it returns.
+node's agent stops syncing too, so prepared devices stay prepared until it returns (after
+``duration``, or when the cleanup phase starts).
 """
 
 from __future__ import annotations
 
-import time
+import functools
+from datetime import timedelta
 
-from draguard.harness.errors import UsageError
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import Params, PositiveDuration
-
-from datetime import timedelta
 
 
 class NodeLossParams(Params):
     duration: PositiveDuration | None = None
-    """How long the node stays lost (default: until the end of the scenario)."""
+    """How long the node stays lost (default: until the cleanup phase starts)."""
 
 
-@FAULTS.register("node-loss", summary="the targeted node stops heartbeating and syncing pods", params=NodeLossParams)
+@FAULTS.register("node-loss", summary="the targeted node stops heartbeating and syncing pods",
+                 params=NodeLossParams, needs=("fake-nodes",))
 def node_loss(ctx: StepContext, params: NodeLossParams | None) -> None:
     params = params or NodeLossParams()
-    nodes_proc = ctx.handles.nodes
-    if nodes_proc is None:
-        raise UsageError(f"step {ctx.step.name}: node-loss needs draguard's fake nodes")
-    for node in ctx.target_nodes():
-        marker = nodes_proc.root / node / "lost"
-        ctx.before(UndoAction("write-file", {"path": str(marker), "content": None}))
-        nodes_proc.set_lost(node, True)
+    nodes = ctx.target_nodes()
+    for node in nodes:
+        ctx.set_node_lost(node, True)
+        ctx.fired()
         ctx.note(f"node {node} lost")
-        if params.duration is not None:
-            time.sleep(params.duration.total_seconds())
-            nodes_proc.set_lost(node, False)
-            ctx.note(f"node {node} back after {params.duration / timedelta(seconds=1):.0f}s")
-        else:
-            def restore(node: str = node) -> None:
-                nodes_proc.set_lost(node, False)
-
-            ctx.on_undo(restore)
+        if params.duration is None:
+            ctx.on_undo(functools.partial(ctx.set_node_lost, node, False), until_cleanup=True)
+    if params.duration is None:
+        return
+    full = ctx.sleep(params.duration.total_seconds())
+    for node in nodes:
+        ctx.set_node_lost(node, False)
+        ctx.note(f"node {node} back after {params.duration / timedelta(seconds=1):.0f}s"
+                 + ("" if full else " (cut short: cleanup started)"))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from draguard.harness.errors import UsageError
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
@@ -39,16 +38,14 @@ def preempt(ctx: StepContext, params: PreemptParams | None) -> None:
     params = params or PreemptParams()
     ctx.before(UndoAction("none", {"why": "preempted pods are not restored; the arriving gang goes with the namespace"}))
     if params.workload is not None:
-        try:
-            w = ctx.scenario.workload(params.workload)
-        except KeyError:
-            raise UsageError(f"step {ctx.step.name}: params.workload {params.workload!r} is not a workload of the scenario") from None
-        assert ctx.handles.deploy_workload is not None
-        ctx.handles.deploy_workload(w.name)
+        ctx.create_workload(params.workload)
+        w = ctx.scenario.workload(params.workload)
         ctx.note(f"gang {w.name} ({w.replicas} pods, priority {w.priority or w.priority_class_name}) arrived")
     victims_of = ctx.target.workload
     if ctx.wait_for(lambda: bool(_scheduler_preempted(ctx, victims_of)), params.wait.total_seconds()):
-        ctx.note(f"kube-scheduler preempted {', '.join(_scheduler_preempted(ctx, victims_of))}")
+        victims = _scheduler_preempted(ctx, victims_of)
+        ctx.fired(len(victims))
+        ctx.note(f"kube-scheduler preempted {', '.join(victims)}")
         return
     ctx.note(f"kube-scheduler did not preempt within {params.wait.total_seconds():.0f}s; preempting as a workload-level preemptor")
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -59,4 +56,5 @@ def preempt(ctx: StepContext, params: PreemptParams | None) -> None:
         ctx.kube.patch("Pod", md["name"], {"status": {"conditions": [condition]}}, md["namespace"],
                        patch_type="strategic", subresource="status")
         ctx.kube.delete("Pod", md["name"], md["namespace"])
+        ctx.fired()
         ctx.note(f"preempted {name(pod)}")

@@ -13,7 +13,14 @@ from rich.console import Console
 from rich.table import Table
 
 from draguard.harness.cluster import binaries as bins
-from draguard.harness.cluster.local import COMPONENT_ORDER, ClusterConfig, LocalCluster, list_clusters
+from draguard.harness.cluster.local import (
+    COMPONENT_ORDER,
+    DEFAULT_CLIENT_BURST,
+    DEFAULT_CLIENT_QPS,
+    ClusterConfig,
+    LocalCluster,
+    list_clusters,
+)
 from draguard.harness.errors import UsageError
 
 __all__ = ["command"]
@@ -56,12 +63,22 @@ def command() -> None:
 @click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
 @click.option("--feature-gates", multiple=True, help="KEY=true|false[,...] for every component, e.g. GenericWorkload=true.")
 @click.option("--runtime-config", multiple=True, help="GROUP/VERSION=true[,...] API versions to serve.")
+@click.option("--kube-api-qps", "qps", type=click.IntRange(1, 100_000), default=DEFAULT_CLIENT_QPS, show_default=True,
+              help="Client rate limit of the scheduler and the controller manager (upstream defaults: 50, 20).")
+@click.option("--kube-api-burst", "burst", type=click.IntRange(1, 100_000), default=DEFAULT_CLIENT_BURST,
+              show_default=True, help="Client burst of the scheduler and the controller manager.")
+@click.option("--max-requests-inflight", "inflight", type=click.IntRange(2, 100_000), default=None,
+              help="kube-apiserver --max-requests-inflight (mutating: half) [default: the apiserver's, 400/200].")
 @click.option("--wait/--no-wait", default=False, help="Stay in the foreground until Ctrl-C, then tear down.")
-def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], wait: bool) -> None:
+def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], qps: int,
+       burst: int, inflight: int | None, wait: bool) -> None:  # fmt: skip
     """Start a cluster and print its kubeconfig path."""
     config = ClusterConfig(
         feature_gates=_parse_pairs(feature_gates, "feature gate", True),
         runtime_config=_parse_pairs(runtime_config, "runtime config", False),
+        client_qps=qps,
+        client_burst=burst,
+        max_requests_inflight=inflight,
     )
     cluster = LocalCluster(name, config, bin_dir=bin_dir, die_with_parent=wait, progress=_progress)
     started = time.monotonic()

@@ -108,6 +108,54 @@ def fake(
             signal.signal(s, handler)
 
 
+@command.command("host")
+@click.option(
+    "--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="cluster to use"
+)
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path), help="node directories root")
+@click.option("--nodes-file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help='JSON {"nodes": [{"node": N, "topology": FILE | "devices": 8, "mutant": M}, ...]}')
+@click.option("--driver", "driver_name", default=DEFAULT_DRIVER, show_default=True, help="driver name")
+@click.option("--reset-ms", type=click.IntRange(0, 60000), default=5, show_default=True, help="simulated reset time")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="warning",
+    show_default=True,
+)
+def host(kubeconfig: Path, root: Path, nodes_file: Path, driver_name: str, reset_ms: int, log_level: str) -> None:
+    """Serve the fake driver for many nodes in this one process until SIGTERM/SIGINT.
+
+    Each node keeps its own sockets, checkpoint, CDI specs, faults file and mutant; a control
+    socket <root>/.driver-host.sock stops, kills and starts one node's driver (chaos steps).
+    """
+    from draguard.harness.driver.host import DriverHost, read_nodes_file
+    from draguard.harness.kube import Kube
+
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
+    )
+    driver_host = DriverHost(Kube.from_kubeconfig(kubeconfig), root, read_nodes_file(nodes_file), driver=driver_name,
+                             reset_seconds=reset_ms / 1000)  # fmt: skip
+
+    def _stop(signum: int, frame: Any) -> None:
+        driver_host.stop_event.set()
+
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            driver_host.start()
+        except BaseException:
+            driver_host.shutdown()
+            raise
+        driver_host.serve()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run(argv: list[str] | None = None) -> int:
     """``draguard driver`` on its own process, without importing every other command."""
     return invoke(command, argv, "draguard driver")

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
 from draguard import reports
 from draguard.harness.environment import run_environment
-from draguard.harness.result import RunResult
+from draguard.harness.errors import EXIT_FAILED, EXIT_OK
+from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenarios
@@ -45,8 +49,11 @@ def _interrupt(signum: int, frame: Any) -> None:
 @click.option("--seed", type=int, help="Override every scenario's seed.")
 @click.option("--dry-run", is_flag=True, help="Print what would be created and which fault hits which target; touch nothing.")
 @click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run each scenario N times and report how often each verdict came out (flaky shows as flaky).")
 def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None, context: str | None,
-        report_dir: str, formats: tuple[str, ...], seed: int | None, dry_run: bool, bin_dir: str | None) -> None:
+        report_dir: str, formats: tuple[str, ...], seed: int | None, dry_run: bool, bin_dir: str | None,
+        repeat: int) -> None:
     """Run scenario files (or folders of them) and write the reports; exit 0 if all met expectations."""
     from .report import split_formats
 
@@ -56,6 +63,12 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
         for sc in loaded:
             print_plan(sc, seed)
         return
+    if repeat > 1:
+        ok = True
+        for sc in loaded:
+            ok = run_repeated(sc, repeat, Path(report_dir), backend=backend, kubeconfig=kubeconfig,
+                              context=context, seed=seed, bin_dir=bin_dir, formats=chosen) and ok
+        sys.exit(EXIT_OK if ok else EXIT_FAILED)
     result = run_scenarios(loaded, Path(report_dir), backend=backend, kubeconfig=kubeconfig, context=context,
                            seed=seed, bin_dir=bin_dir, formats=chosen)
     click.get_current_context().exit(result.exit_code)
@@ -81,6 +94,32 @@ def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = No
     return result
 
 
+def run_repeated(sc: Scenario, times: int, out: Path, **options: Any) -> bool:
+    """Run ``sc`` ``times`` times (reports under <out>/<name>/run-<i>), print and write the verdict
+    rates (<out>/<name>/repeat.json); True if every run met every expectation."""
+    from draguard.harness.repeat import rates
+
+    results: list[ScenarioResult] = []
+    for i in range(1, times + 1):
+        _err.print(f"[bold]{sc.name}[/bold]: run {i} of {times}", highlight=False)
+        run_result = run_scenarios([sc], out / sc.name / f"run-{i}", **options)
+        results.extend(run_result.scenarios)
+    r = rates(results)
+    (out / sc.name / "repeat.json").write_text(json.dumps(r.as_dict(), indent=2) + "\n")
+    table = Table(title=f"{sc.name}: verdicts over {times} runs ({r.met} met every expectation)")
+    for col in ("invariant", "expected", "verdicts", ""):
+        table.add_column(col)
+    for name, counts in r.invariants.items():
+        verdicts = ", ".join(f"{status} {n}/{times}" for status, n in counts.most_common())
+        table.add_row(name, r.expected.get(name) or "-", verdicts, "[yellow]flaky[/yellow]" if r.flaky(name) else "")
+    for name, counts in r.steps.items():
+        table.add_row(f"step {name}", "ok", ", ".join(f"{s} {n}/{times}" for s, n in counts.most_common()),
+                      "[yellow]flaky[/yellow]" if len(counts) > 1 else "")
+    _err.print(table)
+    click.echo(f"rates: {(out / sc.name / 'repeat.json').resolve()}")
+    return r.met == times
+
+
 def print_plan(sc: Scenario, seed: int | None) -> None:
     from draguard.harness.runner import deploy
 
@@ -103,9 +142,12 @@ def print_plan(sc: Scenario, seed: int | None) -> None:
     order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc) if w.name not in deferred]
     console.print(f"  create pods in order: {', '.join(order)}")
     for name in sorted(deferred):
-        console.print(f"  hold back workload {name} until its preempt step")
+        by = next(s for s in sc.timeline if getattr(s.params, "workload", None) == name)
+        console.print(f"  hold back workload {name} until step {by.name} ({by.fault})")
     for step in sc.timeline:
-        when = f"at {step.at.total_seconds():.0f}s" if step.at is not None else f"when {step.when}"
+        when = (f"at {step.at.total_seconds():g}s" if step.at is not None
+                else f"{step.after.delay.total_seconds():g}s after step {step.after.step} started"
+                if step.after is not None else f"when {step.when}")
         target = step.target
         console.print(f"  step {step.name}: {step.fault} {when} target={target if target else 'default'} "
                       f"(random choices drawn with seed {seed if seed is not None else sc.seed}:{step.index})")

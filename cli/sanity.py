@@ -1,5 +1,6 @@
 """``draguard sanity``: the gRPC contract suite of a DRA kubelet plugin. Parses options and delegates to
-:func:`draguard.conformance.sanity.run_sanity`; prints one line per check and writes ``verdict.json``.
+:func:`draguard.conformance.sanity.run_sanity`; prints one line per check and renders the result with ``draguard.reports`` (``verdict.json`` after every
+check; ``--report junit,html,allure`` for more).
 
 Exit codes: 0 every check passed or was skipped with its reason, 1 a check failed, 2 bad input, or
 a check could not be run (an error of the environment) while none failed, 130 interrupted.
@@ -7,13 +8,13 @@ a check could not be run (an error of the environment) while none failed, 130 in
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from draguard import reports
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity, sanity_checks
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from draguard.harness.errors import EXIT_OK
 from draguard.harness.result import CheckResult, RunResult
 
 __all__ = ["command", "exit_code"]
@@ -22,12 +23,8 @@ _MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"
 
 
 def exit_code(result: RunResult) -> int:
-    statuses = {c.status for c in result.checks}
-    if "failed" in statuses:
-        return EXIT_FAILED
-    if "error" in statuses or not result.checks:
-        return EXIT_USAGE
-    return EXIT_OK
+    """1 a check failed; 2 a check could not run (and none failed) or none ran; 0 otherwise."""
+    return result.exit_code
 
 
 def _line(check: CheckResult) -> str:
@@ -59,14 +56,17 @@ def _line(check: CheckResult) -> str:
               show_default=True, help="Directory for verdict.json (written after every check).")
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Send the calls through the interposer and record each in <out>/grpc-calls.jsonl.")
+@click.option("--report", "formats", multiple=True, metavar="FORMAT",
+              help=f"Report formats besides json, repeatable or comma-separated: {', '.join(reports.REPORTS.names())}.")
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, rule, source) and exit.")
 def command(
     registration_socket: Path, plugin_socket: Path | None, kubeconfig: Path, context: str | None, driver_name: str,
     node: str | None, cdi_dir: Path | None, restart_command: str | None, fake_driver_root: Path | None,
     select: tuple[str, ...], call_timeout: float, check_timeout: float, blocking_bound: float, out: Path,
-    trace: bool, list_only: bool,
+    trace: bool, formats: tuple[str, ...], list_only: bool,
 ) -> int:
     """Check a DRA kubelet plugin's gRPC contract the way the kubelet calls it."""
+    chosen = reports.check_formats(["json", *(f.strip() for item in formats for f in item.split(",") if f.strip())])
     entries = sanity_checks(select)
     if not entries:
         raise click.BadParameter(f"no check matches {list(select)}", param_hint="--check")
@@ -96,10 +96,10 @@ def command(
     def progress(check: CheckResult) -> None:
         click.echo(_line(check))
         partial.checks.append(check)
-        verdict.write_text(json.dumps(partial.as_dict(), indent=1))
+        reports.render(partial, out, ["json"])
 
     result = run_sanity(config, hooks, on_result=progress)
-    verdict.write_text(json.dumps(result.as_dict(), indent=1))
+    reports.render(result, out, chosen)
     counts = {s: sum(1 for c in result.checks if c.status == s) for s in _MARK}
     click.echo(
         f"draguard sanity: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "

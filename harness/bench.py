@@ -17,6 +17,7 @@ Talks to: the local backend, the fake nodes, the scenario loader.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import bench_scale
 from .cluster.local import LocalCluster
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
@@ -126,21 +128,50 @@ def bench_scenario_load(repeat: int, progress: Progress) -> dict[str, Any]:
     return {"unit": "ms per file", "files": len(files), "median": _median(samples), "samples": [round(s, 2) for s in samples]}
 
 
-BENCHMARKS: dict[str, Callable[[int, Progress], dict[str, Any]]] = {
+BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "cluster-up": bench_cluster_up,
     "fake-nodes": bench_fake_nodes,
     "watch-decode": bench_watch_decode,
     "scenario-load": bench_scenario_load,
+    "dra-throughput": bench_scale.bench_dra_throughput,
+    "invariant-cost": bench_scale.bench_invariant_cost,
+    "churn": bench_scale.bench_churn,
+    "library-wall": bench_scale.bench_library_wall,
 }
+"""Each takes ``(repeat, progress)`` and, where it has sizes, keyword arguments for them (``nodes``,
+``pods``, ``devices``, ``rate``, ``duration``, ``count``, ``limit``): ``draguard bench --nodes 50`` passes
+``nodes=50`` to every selected benchmark that takes it."""
 
 
-def run_benchmarks(names: list[str], repeat: int, out_dir: Path, progress: Progress) -> dict[str, dict[str, Any]]:
+def _sizes(fn: Callable[..., Any], sizes: dict[str, Any]) -> dict[str, Any]:
+    params = inspect.signature(fn).parameters
+    return {k: v for k, v in sizes.items() if k in params and v is not None}
+
+
+def _machine() -> dict[str, Any]:
+    """The machine, as far as Python can tell, and how loaded it was when the benchmark ended."""
+    out: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    try:
+        out["load_avg_1m"] = round(os.getloadavg()[0], 2)
+        with open("/proc/meminfo") as f:
+            out["memory_gib"] = round(int(f.readline().split()[1]) / 2**20, 1)
+        with open("/proc/cpuinfo") as f:
+            out["cpu_model"] = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except (OSError, ValueError):
+        pass
+    out["note"] = "shared machine (several engineers): compare ratios measured in one run, not absolute figures"
+    return out
+
+
+def run_benchmarks(names: list[str], repeat: int, out_dir: Path, progress: Progress,
+                   sizes: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     for name in names:
-        result = BENCHMARKS[name](repeat, progress)
+        fn = BENCHMARKS[name]
+        result = fn(repeat, progress, **_sizes(fn, sizes or {}))
         result.update({"benchmark": name, "repeat": repeat, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}})
+                       "machine": _machine()})
         (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         results[name] = result
     return results

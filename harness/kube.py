@@ -16,10 +16,11 @@ import builtins
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import urllib3
@@ -110,10 +111,17 @@ def kind_of(kind: str | Kind) -> Kind:
         raise HarnessError(f"unknown kind {kind!r}; known kinds: {', '.join(sorted(KINDS))}") from None
 
 
+BULK_PARALLEL = 16
+"""Requests :meth:`Kube.bulk` keeps in flight by default."""
+T = TypeVar("T")
+
+
 class Kube:
     """A connection to one API server. Thread-safe: the underlying urllib3 pool is."""
 
     def __init__(self, configuration: Configuration) -> None:
+        # The library sizes the pool by CPU count (10 on 2 cores); bulk calls run up to BULK_PARALLEL at once.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 2 * BULK_PARALLEL)
         self.configuration = configuration
         self._api = ApiClient(configuration)
         self._pool = self._api.rest_client.pool_manager
@@ -277,6 +285,31 @@ class Kube:
             if exc.not_found:
                 return False
             raise
+
+    def bulk(self, fn: Callable[[T], Any], items: Sequence[T], parallel: int = BULK_PARALLEL) -> builtins.list[Any]:
+        """``fn(item)`` for every item with at most ``parallel`` calls in flight, submitted in order.
+
+        Returns each call's result or the exception it raised, in item order (no error is lost, and
+        one failure does not stop the others). One at a time the runner created 8-10 pods per second
+        (issue 12); the API server takes many more when they arrive together.
+        """
+        if parallel <= 1 or len(items) <= 1:
+            out: builtins.list[Any] = []
+            for item in items:
+                try:
+                    out.append(fn(item))
+                except Exception as exc:  # noqa: BLE001 - returned to the caller, who decides
+                    out.append(exc)
+            return out
+
+        def call(item: T) -> Any:
+            try:
+                return fn(item)
+            except Exception as exc:  # noqa: BLE001
+                return exc
+
+        with ThreadPoolExecutor(min(parallel, len(items)), thread_name_prefix="kube-bulk") as pool:
+            return builtins.list(pool.map(call, items))
 
     def delete_collection(
         self, kind: str | Kind, label_selector: str, namespace: str | None = None, grace_seconds: int | None = None

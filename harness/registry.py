@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from draguard.harness.errors import DefinitionError
 
-__all__ = ["Entry", "Registry", "FAULTS", "INVARIANTS", "CHECKS", "KEBAB", "DOTTED_KEBAB"]
+__all__ = ["Entry", "Registry", "FAULTS", "INVARIANTS", "CHECKS", "KEBAB", "DOTTED_KEBAB", "CAPABILITIES", "JUDGED"]
 
 T = TypeVar("T", bound=Callable[..., Any])
 
@@ -35,6 +35,20 @@ KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 """A kebab-case name: ``drain-node``, ``claim-atomic``."""
 DOTTED_KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*(\.[a-z][a-z0-9]*(-[a-z0-9]+)*)*$")
 """Dot-separated kebab-case segments, for check ids: ``sanity.unprepare.unknown-claim``."""
+
+
+CAPABILITIES: Mapping[str, str] = MappingProxyType({
+    "fake-driver": "draguard's fake DRA driver on every node",
+    "fake-nodes": "draguard's fake node agents",
+    "local-backend": "a control plane draguard started itself",
+    "interposer": "the gRPC interposer between the nodes and the driver",
+})
+"""What a fault may need from the run (``needs=`` at registration); validation rejects a scenario whose
+run lacks one, naming the step and the reason."""
+
+JUDGED = ("continuously", "at-settle", "after-cleanup")
+"""When an invariant is judged (``judged=`` at registration): every second while the scenario runs
+and again once it settled; once it settled; once the workloads are gone after cleanup."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +125,16 @@ class Registry(Generic[T]):
                         f"{self.kind} {name!r} on {where}: params model {params.__qualname__} accepts unknown keys; "
                         "set model_config = ConfigDict(extra='forbid') so typos in scenario files are caught"
                     )
+            for need in meta.get("needs", ()) if self.kind == "fault" else ():
+                if need not in CAPABILITIES:
+                    raise DefinitionError(
+                        f"{self.kind} {name!r} on {where}: needs={need!r} is not a capability; "
+                        f"known: {', '.join(CAPABILITIES)}"
+                    )
+            if "judged" in meta and meta["judged"] not in JUDGED:
+                raise DefinitionError(
+                    f"{self.kind} {name!r} on {where}: judged={meta['judged']!r}; use one of {', '.join(JUDGED)}"
+                )
             self._entries[name] = Entry(
                 name=name,
                 summary=summary.strip(),

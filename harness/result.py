@@ -13,7 +13,11 @@ CI and tests rely on it)::
          "expectations": {"hold": [...], "violate": [...]},
          "invariants": {"<name>": {"status": "held"|"violated"|"not-checked", "expected": "hold"|"violate"|null,
                                    "met": bool, "violations": [{"message", "objects", "devices", "time"}]}},
-         "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status"}]}]}
+         "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status"}],
+         "expectationResults": [{"kind": "progress"|"evidence", "rule", "met", "detail"}]}]}
+
+A step fails the scenario when its status is not ``ok`` and it is not ``optional``; so does an
+``expect.progress`` or ``expect.evidence`` entry that was not met.
 
 The timeline of a scenario is not part of the verdict: :attr:`ScenarioResult.timeline` refers to it
 (a :class:`TimelineSource`, in memory during a run or a file when a finished run is read back), and
@@ -35,6 +39,7 @@ __all__ = [
     "Evidence",
     "InvariantResult",
     "StepResult",
+    "ExpectationResult",
     "CheckResult",
     "ScenarioResult",
     "RunResult",
@@ -183,6 +188,23 @@ class StepResult:
 
 
 @dataclass
+class ExpectationResult:
+    """One ``expect`` entry beyond hold/violate: progress that must happen, evidence a violation must carry."""
+
+    kind: Literal["progress", "evidence"]
+    rule: str
+    met: bool
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "rule": self.rule, "met": self.met, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExpectationResult:
+        return cls(d["kind"], str(d["rule"]), bool(d["met"]), str(d.get("detail", "")))
+
+
+@dataclass
 class CheckResult:
     """One sanity or conformance check of a driver."""
 
@@ -226,10 +248,15 @@ class ScenarioResult:
     """Class name of the error that stopped the run (``HarnessError``...): decides exit code 2 vs 1."""
     timeline: TimelineSource | None = field(default=None, repr=False, compare=False)
     """The scenario's timeline events (not serialised into the verdict)."""
+    expectation_results: list[ExpectationResult] = field(default_factory=list)
+    """``expect.progress`` and ``expect.evidence``, each met or not."""
 
     @property
     def ok(self) -> bool:
-        return self.error is None and all(r.met for r in self.invariants.values())
+        """No error, every invariant as expected, every step ok (or optional), every expectation met."""
+        return (self.error is None and all(r.met for r in self.invariants.values())
+                and all(s.status == "ok" or s.optional for s in self.steps)
+                and all(e.met for e in self.expectation_results))
 
     @property
     def exit_code(self) -> int:
@@ -246,6 +273,7 @@ class ScenarioResult:
             "expectations": {"hold": list(self.hold), "violate": list(self.violate)},
             "invariants": {n: r.as_dict() for n, r in self.invariants.items()},
             "steps": [s.as_dict() for s in self.steps],
+            "expectationResults": [e.as_dict() for e in self.expectation_results],
         }
 
     @classmethod
@@ -258,6 +286,7 @@ class ScenarioResult:
             error=d.get("error"), duration=float(d.get("durationSeconds", 0.0)), timeline_file=d.get("timeline"),
             hold=tuple(exp.get("hold") or ()), violate=tuple(exp.get("violate") or ()),
             environment=dict(d.get("environment") or {}), error_kind=d.get("errorKind"),
+            expectation_results=[ExpectationResult.from_dict(e) for e in d.get("expectationResults") or ()],
         )
 
 
@@ -279,7 +308,11 @@ class RunResult:
     def exit_code(self) -> int:
         """0 all passed, 1 something failed, 2 the input or the environment was unusable somewhere."""
         codes = [s.exit_code for s in self.scenarios]
-        codes += [errors.EXIT_FAILED for c in self.checks if c.status in ("failed", "error")]
+        statuses = {c.status for c in self.checks}
+        if "failed" in statuses:
+            codes.append(errors.EXIT_FAILED)
+        elif "error" in statuses:  # a check that could not run: the environment, unless another check failed
+            codes.append(errors.EXIT_USAGE)
         if not self.scenarios and not self.checks:
             codes.append(errors.EXIT_USAGE)
         return max(codes, default=errors.EXIT_OK)

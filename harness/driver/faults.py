@@ -6,10 +6,14 @@ re-reads the file when it changes (inode or mtime) and asks :class:`FaultControl
 where a fault can strike. How often a counted fault has fired is kept in ``faults.used.json``
 (owned by the driver, reset when the generation changes), so counts and one-shot crashes
 survive a driver restart: a ``crash_at`` fault kills the driver once, not on every restart.
+Every firing is counted, with or without a ``count`` (:func:`fired` reads it: a scenario step
+whose fault never struck fails). ``set_faults(..., merge=True)`` changes only the kinds it names:
+the others keep their spec, their per-kind generation and so their counts.
 
 Faults:
 
     reset_fail      {count: N | forever: true, devices: [...]}   a device reset fails
+    reset_slow      {seconds: S, count: N, devices: [...]}       a device reset takes S seconds longer
     prepare_fail    {claims: [...] | all, count: N}              NodePrepareResources fails per claim
     prepare_hang    {seconds: S, claims, count}                  prepare stalls after reading the claim
     unprepare_fail  {count: N, claims}                            NodeUnprepareResources fails per claim
@@ -41,6 +45,7 @@ __all__ = [
     "CrashPoint",
     "CRASH_POINTS",
     "ResetFail",
+    "ResetSlow",
     "PrepareFail",
     "PrepareHang",
     "UnprepareFail",
@@ -53,6 +58,7 @@ __all__ = [
     "clear_faults",
     "FaultControl",
     "CRASH_EXIT_CODE",
+    "fired",
 ]
 
 FAULTS_FILE = "faults.json"
@@ -94,6 +100,12 @@ class ResetFail(_Strict):
         return self
 
 
+class ResetSlow(_Strict):
+    seconds: float = Field(gt=0, le=600)
+    count: int | None = Field(default=None, ge=1)
+    devices: list[str] | None = None
+
+
 class PrepareFail(_Strict):
     claims: list[str] | Literal["all"] | None = None
     count: int | None = Field(default=None, ge=1)
@@ -124,7 +136,10 @@ class Faults(_Strict):
     """The whole content of ``faults.json``."""
 
     generation: str = ""
+    generations: dict[str, str] = {}
+    """Per fault kind: changes only when that kind is set, so a merge keeps the other kinds' counts."""
     reset_fail: ResetFail | None = None
+    reset_slow: ResetSlow | None = None
     prepare_fail: PrepareFail | None = None
     prepare_hang: PrepareHang | None = None
     unprepare_fail: UnprepareFail | None = None
@@ -136,31 +151,49 @@ def faults_path(root: str | Path, node: str, driver: str = DEFAULT_DRIVER) -> Pa
     return NodeDirs(Path(root), node).plugin_dir(driver) / FAULTS_FILE
 
 
+_KINDS = ("reset_fail", "prepare_fail", "prepare_hang", "unprepare_fail", "crash_at", "unhealthy")
+
+
 def set_faults(
     root: str | Path,
     node: str,
     driver: str = DEFAULT_DRIVER,
     faults: Faults | Mapping[str, Any] | None = None,
+    merge: bool = False,
     **kinds: Any,
 ) -> Faults:
-    """Replace the faults of one node's driver (all of them: a fault left out is switched off).
+    """Replace the faults of one node's driver (all of them: a fault left out is switched off), or
+    with ``merge=True`` only the kinds given (a kind given as None is switched off).
 
     ``set_faults(root, "node-1", reset_fail={"count": 2})`` or ``set_faults(root, node, faults=...)``.
     """
     data: dict[str, Any] = {}
+    generations: dict[str, str] = {}
+    path = faults_path(root, node, driver)
+    if merge and path.exists():
+        try:
+            current = Faults.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError):
+            current = Faults()
+        data = current.model_dump(exclude_none=True, exclude={"generation", "generations"})
+        generations = dict(current.generations)
+        for k in kinds:
+            data.pop(k, None)
     if isinstance(faults, Faults):
-        data = faults.model_dump(exclude_none=True)
+        data.update(faults.model_dump(exclude_none=True, exclude={"generation", "generations"}))
     elif faults is not None:
-        data = dict(faults)
+        data.update(dict(faults))
     data.update({k: v for k, v in kinds.items() if v is not None})
     data["generation"] = uuid.uuid4().hex
+    renewed = set(kinds) if merge else set(_KINDS)
+    data["generations"] = {k: (uuid.uuid4().hex if k in renewed else generations.get(k, "")) for k in _KINDS
+                           if k in data}
     try:
         model = Faults.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise UsageError(f"faults for node {node}: {where}: {first['msg']}") from exc
-    path = faults_path(root, node, driver)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, model.model_dump_json(exclude_none=True, indent=1).encode(), point="faults")
     return model
@@ -168,6 +201,21 @@ def set_faults(
 
 def clear_faults(root: str | Path, node: str, driver: str = DEFAULT_DRIVER) -> None:
     set_faults(root, node, driver)
+
+
+def fired(root: str | Path, node: str, driver: str, kind: str) -> int:
+    """How often fault ``kind`` fired on a node's driver since it was last set (0 before the driver saw it)."""
+    plugin = faults_path(root, node, driver).parent
+    try:
+        current = Faults.model_validate_json((plugin / FAULTS_FILE).read_bytes())
+        raw = json.loads((plugin / USED_FILE).read_bytes())
+    except (OSError, ValueError, ValidationError):
+        return 0
+    generation = current.generations.get(kind)
+    same = raw.get("generation") == current.generation or (
+        generation and (raw.get("generations") or {}).get(kind) == generation)
+    key = "crash_at.fired" if kind == "crash_at" else kind
+    return int((raw.get("used") or {}).get(key, 0)) if same else 0
 
 
 def _matches(selector: list[str] | str | None, *names: str) -> bool:
@@ -215,26 +263,33 @@ class FaultControl:
 
     def _load_used(self) -> None:
         gen = self._faults.generation
+        kinds = self._faults.generations
         try:
             raw = json.loads(self.used_path.read_bytes())
+            used = {k: int(v) for k, v in raw["used"].items()}
             if raw.get("generation") == gen:
-                self._used, self._used_generation = {k: int(v) for k, v in raw["used"].items()}, gen
+                self._used, self._used_generation = used, gen
                 return
+            # A merge changed other kinds only: the counts of kinds whose generation stayed carry on.
+            before = raw.get("generations") or {}
+            self._used = {k: v for k, v in used.items()
+                          if kinds.get(k.split(".")[0]) and before.get(k.split(".")[0]) == kinds.get(k.split(".")[0])}
+            self._used_generation = gen
+            return
         except (OSError, ValueError, KeyError, AttributeError):
             pass
         self._used, self._used_generation = {}, gen
 
     def _bump(self, key: str) -> int:
         self._used[key] = self._used.get(key, 0) + 1
-        body = json.dumps({"generation": self._used_generation, "used": self._used}).encode()
+        body = json.dumps({"generation": self._used_generation, "generations": self._faults.generations,
+                           "used": self._used}).encode()
         atomic_write(self.used_path, body, point="faults-used")
         return self._used[key]
 
     def _take(self, key: str, count: int | None) -> bool:
-        """Fire a counted fault: True while fewer than ``count`` have fired (always when no count)."""
-        if count is None:
-            return True
-        if self._used.get(key, 0) >= count:
+        """Fire a fault: True while fewer than ``count`` have fired (always when no count); every firing is counted."""
+        if count is not None and self._used.get(key, 0) >= count:
             return False
         self._bump(key)
         return True
@@ -252,7 +307,11 @@ class FaultControl:
             self.log.warning("injected crash at %s", point)
             for handler in logging.getLogger().handlers:
                 handler.flush()
-            os._exit(CRASH_EXIT_CODE)
+            self.exit()
+
+    def exit(self) -> None:
+        """End the driver at a crash point: the whole process (a driver host ends one node instead)."""
+        os._exit(CRASH_EXIT_CODE)
 
     def reset_fails(self, device: str) -> bool:
         with self._lock:
@@ -260,6 +319,14 @@ class FaultControl:
             if spec is None or not _matches(spec.devices, device):
                 return False
             return self._take("reset_fail", None if spec.forever else spec.count)
+
+    def reset_slow(self, device: str) -> float:
+        """Extra seconds the reset of ``device`` takes (0 when no slow-reset fault applies)."""
+        with self._lock:
+            spec = self.current().reset_slow
+            if spec is None or not _matches(spec.devices, device):
+                return 0.0
+            return spec.seconds if self._take("reset_slow", spec.count) else 0.0
 
     def prepare_fails(self, uid: str, namespace: str, name: str) -> bool:
         with self._lock:

@@ -24,6 +24,11 @@ FLAGS = (
     "unprepare_needs_claim",
     "incomplete_cdi",
     "allow_double_allocation",
+    "abort_batch_on_error",
+    "lock_across_reset",
+    "reprepare_completed",
+    "unknown_unprepare_error",
+    "silent_health",
 )
 
 
@@ -38,6 +43,11 @@ class Mutant:
     unprepare_needs_claim: ClassVar[bool] = False
     incomplete_cdi: ClassVar[bool] = False
     allow_double_allocation: ClassVar[bool] = False
+    abort_batch_on_error: ClassVar[bool] = False
+    lock_across_reset: ClassVar[bool] = False
+    reprepare_completed: ClassVar[bool] = False
+    unknown_unprepare_error: ClassVar[bool] = False
+    silent_health: ClassVar[bool] = False
 
     @classmethod
     def describe(cls) -> str:
@@ -151,3 +161,86 @@ class DoubleAllocation(Mutant):
 
     allow_double_allocation = True
 
+
+
+@mutant(
+    "batch-abort-on-error",
+    upstream="guardrail rule 4, the bad unprepare (`return nil, err` inside the loop); per-claim results "
+    "of the batched API: kubernetes/kubernetes#119012",
+)
+class BatchAbortOnError(Mutant):
+    """The first failing claim of a request aborts the whole call.
+
+    Prepare and unprepare stop at the first claim that fails and fail the RPC itself (a gRPC
+    error instead of a per-claim error): the claims before it were done but their results are
+    lost, the claims after it are never touched. With one claim that keeps failing, every other
+    claim that the kubelet batches with it is stranded.
+    """
+
+    abort_batch_on_error = True
+
+
+@mutant(
+    "lock-across-reset",
+    upstream="guardrail rule 4 (handlers are lock-free); a driver-wide lock held for a whole unprepare: "
+    "kubernetes-sigs/dra-driver-nvidia-gpu PR #332 (nodeUnprepareResource takes d.Lock() for the call)",
+)
+class LockAcrossReset(Mutant):
+    """Unprepare holds the driver's one lock while it resets and drains devices.
+
+    A device reset takes seconds to minutes on real hardware; while it runs, every other
+    NodePrepareResources on the node waits for the lock, so pods that need other, free devices
+    do not start until the reset ends (or the kubelet's 45 s call timeout fires and it retries).
+    """
+
+    lock_across_reset = True
+
+
+@mutant(
+    "non-idempotent-prepare",
+    upstream="kubernetes-sigs/dra-driver-nvidia-gpu#729 (repeated Prepare re-prepared devices); "
+    "kubernetes-sigs/dranet PR #339 (each retry allocated new resources, orphaning the old)",
+)
+class NonIdempotentPrepare(Mutant):
+    """A second prepare of an already prepared claim prepares it afresh.
+
+    Instead of answering from its checkpoint, the driver prepares the claim again under new CDI
+    device IDs with a new CDI spec; the first spec (and what it describes) is never removed, so a
+    kubelet retry after a lost reply (a timeout, a driver crash before the answer) leaves
+    orphaned state behind after the claim is unprepared.
+    """
+
+    reprepare_completed = True
+
+
+@mutant(
+    "unknown-unprepare-error",
+    upstream="kubernetes/kubernetes#131957 (the kubelet unprepares claims whose prepare may never have "
+    "reached the driver); the guardrail's good unprepare: an unknown claim is success",
+)
+class UnknownUnprepareError(Mutant):
+    """Unprepare of a claim the driver does not know returns an error.
+
+    The kubelet calls NodeUnprepareResources for every claim it may have asked to prepare,
+    including one whose prepare failed before the driver recorded it. Answering "unknown claim"
+    with an error makes the kubelet retry forever: the pod stays Terminating and its claim stays
+    reserved.
+    """
+
+    unknown_unprepare_error = True
+
+
+@mutant(
+    "silent-health",
+    upstream="KEP-4680 device health (kubernetes/kubernetes PR #130606, the DRAResourceHealth stream)",
+)
+class SilentHealth(Mutant):
+    """The driver never reports a failed device.
+
+    Its health check is blind: the dra-health stream says every device is healthy and the
+    ResourceSlices carry no taint, even for a device whose reset failed or that the hardware
+    reports broken, so the scheduler keeps handing the broken device to new claims and pods
+    are never told that their device failed.
+    """
+
+    silent_health = True

@@ -16,16 +16,18 @@ The correct driver:
   reset leaves the device ``failed``, keeps the claim and reports an error for that claim so the
   kubelet retries; an unknown claim is success;
 * errors are per claim, never for the whole batch;
+* no lock is held while a device resets: other claims are prepared meanwhile;
 * claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,7 +48,7 @@ from .state import (
 )
 from .topology import DeviceInfo, Inventory
 
-__all__ = ["ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError"]
+__all__ = ["ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError", "BatchAborted"]
 
 
 class ClaimReader(Protocol):
@@ -79,6 +81,10 @@ class DeviceHealth:
 
 class ClaimError(Exception):
     """Prepare or unprepare of one claim failed; the message goes into that claim's response."""
+
+
+class BatchAborted(Exception):
+    """The batch-abort-on-error mutant gave up on the whole request: the RPC itself fails."""
 
 
 class FakeDriver:
@@ -117,7 +123,9 @@ class FakeDriver:
         if unknown:
             self.log.warning("checkpoint names devices the topology does not publish: %s", ", ".join(unknown))
         self._lock = threading.RLock()
+        self._unpreparing: set[str] = set()  # claims whose devices are being reset (lock released)
         self._seq = 0
+        self._reprepared = 0
         self._unprepared_at: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.log.info(
             "loaded checkpoint: %d claims, %d devices not free",
@@ -165,6 +173,8 @@ class FakeDriver:
             except Exception as exc:  # a bug or an I/O error: still only this claim fails
                 self.log.exception("prepare %s failed unexpectedly", ref)
                 out[ref.uid] = PrepareResult(error=f"internal error preparing {ref}: {exc}")
+            if self.mutant.abort_batch_on_error and out[ref.uid].error:
+                raise BatchAborted(f"prepare {ref}: {out[ref.uid].error}")
         return out
 
     def _read_allocation(self, ref: ClaimRef) -> list[tuple[dict[str, Any], DeviceInfo]]:
@@ -206,6 +216,8 @@ class FakeDriver:
         with self._lock:
             rec = self.cp.claims.get(ref.uid)
             if rec is not None and rec.state is ClaimState.PREPARE_COMPLETED:
+                if self.mutant.reprepare_completed:
+                    return self._reprepare(ref, rec)
                 return rec.devices  # idempotent: no API read, same devices and CDI IDs
         allocated = self._read_allocation(ref)
         self._crash("prepare.after_read")
@@ -257,6 +269,26 @@ class FakeDriver:
             self._crash("prepare.after_completed")
             return devices
 
+    def _reprepare(self, ref: ClaimRef, rec: ClaimRecord) -> list[PreparedDevice]:
+        """The non-idempotent-prepare mutant (see mutants.NonIdempotentPrepare): prepare again under
+        new CDI IDs in a new spec file, leaving the previous spec where it is."""
+        self._reprepared += 1
+        name = f"{ref.uid}-r{self._reprepared}"
+        cdi.write_spec(
+            self.dirs.cdi,
+            self.driver,
+            name,
+            [cdi.CdiDevice(d.device, self._uuid(d.device), ",".join(d.requests)) for d in rec.devices],
+        )
+        for d in rec.devices:
+            d.cdi_device_ids = [cdi.device_id(self.driver, name, d.device)]
+        self._save()
+        return rec.devices
+
+    def _uuid(self, device: str) -> str:
+        info = self.inventory.get(device)
+        return info.uuid if info else ""
+
     # -- unprepare ------------------------------------------------------------------------------
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare each claim; the value is that claim's error, ``""`` on success."""
@@ -271,15 +303,35 @@ class FakeDriver:
             except Exception as exc:
                 self.log.exception("unprepare %s failed unexpectedly", ref)
                 out[ref.uid] = f"internal error unpreparing {ref}: {exc}"
+            if self.mutant.abort_batch_on_error and out[ref.uid]:
+                raise BatchAborted(f"unprepare {ref}: {out[ref.uid]}")
         return out
 
     def _reset(self, name: str) -> str:
         """Reset and drain one device; returns an error message, empty on success."""
         self._crash("unprepare.during_reset")
-        time.sleep(self.reset_seconds)
-        if self.faults.reset_fails(name):
-            return f"reset of device {name} failed (injected)"
+        with self._unlocked():
+            time.sleep(self.reset_seconds + self.faults.reset_slow(name))
+            if self.faults.reset_fails(name):
+                return f"reset of device {name} failed (injected)"
         return ""
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Let other calls in while a device resets (the caller marked it resetting under the lock).
+
+        The lock guards the driver's tables, never the hardware: a reset takes seconds to minutes,
+        and holding the lock across it stalls every other prepare on the node. The lock-across-reset
+        mutant keeps it. Released once: a caller nesting the lock deeper keeps it (no concurrency, no harm).
+        """
+        if self.mutant.lock_across_reset:
+            yield
+            return
+        self._lock.release()
+        try:
+            yield
+        finally:
+            self._lock.acquire()
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
         self._crash("unprepare.begin")
@@ -297,6 +349,8 @@ class FakeDriver:
                 self._unprepared_at.popitem(last=False)
             rec = self.cp.claims.get(ref.uid)
             if rec is None:
+                if self.mutant.unknown_unprepare_error:
+                    raise ClaimError(f"cannot unprepare {ref}: claim not found in the checkpoint")
                 self.log.info("unprepare %s: unknown claim, nothing to do", ref)
                 return
             if self.mutant.keep_prepare_started and rec.state is ClaimState.PREPARE_STARTED:
@@ -304,6 +358,8 @@ class FakeDriver:
             if self.mutant.forget_before_reset:
                 self._unprepare_forget_first(ref)
                 return
+            if ref.uid in self._unpreparing:  # its devices are resetting in another call (lock released)
+                raise ClaimError(f"{ref} is already being unprepared (a device reset is running); retry")
             held = self.cp.held_by(ref.uid)
             rec.state = ClaimState.UNPREPARE_STARTED
             for name in held:
@@ -311,8 +367,13 @@ class FakeDriver:
             self._save()
             self._crash("unprepare.after_started")
             errors = []
+            self._unpreparing.add(ref.uid)
+            try:
+                resets = {name: self._reset(name) for name in held}
+            finally:
+                self._unpreparing.discard(ref.uid)
             for name in held:
-                error = self._reset(name)
+                error = resets[name]
                 if error:
                     errors.append(error)
                     self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error)
@@ -369,15 +430,17 @@ class FakeDriver:
                 current = self.cp.claims.get(rec.uid)
                 if current is None or current.state is not ClaimState.PREPARE_STARTED:
                     continue
-                try:
-                    self._unprepare_one(ref)
-                    cleaned.append(rec.uid)
-                    self.log.info("stale-claim cleanup: unprepared %s", ref)
-                except ClaimError as exc:
-                    self.log.warning("stale-claim cleanup of %s failed: %s", ref, exc)
+            try:
+                self._unprepare_one(ref)
+                cleaned.append(rec.uid)
+                self.log.info("stale-claim cleanup: unprepared %s", ref)
+            except ClaimError as exc:
+                self.log.warning("stale-claim cleanup of %s failed: %s", ref, exc)
         return cleaned
 
     def health(self) -> list[DeviceHealth]:
+        if self.mutant.silent_health:  # see mutants.SilentHealth: the health check is blind
+            return [DeviceHealth(d.name, True) for d in self.inventory.devices]
         unhealthy = self.faults.unhealthy()
         with self._lock:
             states = {n: r for n, r in self.cp.devices.items()}

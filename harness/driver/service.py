@@ -47,8 +47,9 @@ from ..grpcapi.plugin import (
 )
 from ..paths import DEFAULT_DRIVER, NodeDirs
 from .faults import FaultControl
+from .inflight import CallsInFlight
 from .mutants import get_mutant
-from .plugin import FakeDriver, KubeClaims
+from .plugin import BatchAborted, FakeDriver, KubeClaims
 from .slices import SlicePublisher
 from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
 
@@ -76,14 +77,20 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 class _DraServicer:
     """NodePrepareResources / NodeUnprepareResources for one API version (same messages in both)."""
 
-    def __init__(self, driver: FakeDriver, api: ApiVersion) -> None:
+    def __init__(self, driver: FakeDriver, api: ApiVersion, calls: CallsInFlight) -> None:
         self.driver = driver
         self.pb = api.pb
+        self.calls = calls
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = [ClaimRef.from_pb(c) for c in request.claims]
         resp = self.pb.NodePrepareResourcesResponse()
-        for uid, result in self.driver.prepare(refs).items():
+        with self.calls.call():
+            try:
+                results = self.driver.prepare(refs)
+            except BatchAborted as exc:  # the batch-abort-on-error mutant: the whole RPC fails
+                context.abort(grpc.StatusCode.UNKNOWN, str(exc))
+        for uid, result in results.items():
             entry = resp.claims[uid]
             if result.error:
                 entry.error = result.error
@@ -95,7 +102,12 @@ class _DraServicer:
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = [ClaimRef.from_pb(c) for c in request.claims]
         resp = self.pb.NodeUnprepareResourcesResponse()
-        for uid, error in self.driver.unprepare(refs).items():
+        with self.calls.call():
+            try:
+                errors = self.driver.unprepare(refs)
+            except BatchAborted as exc:
+                context.abort(grpc.StatusCode.UNKNOWN, str(exc))
+        for uid, error in errors.items():
             entry = resp.claims[uid]
             if error:
                 entry.error = error
@@ -198,8 +210,9 @@ class PluginServer:
         self.stopping = threading.Event()
         self.registration = _Registration(driver.driver, dra_socket)
         self._dra = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="dra"))
+        calls = CallsInFlight(driver.plugin_dir)
         for api in DRA_VERSIONS.values():
-            api.grpc.add_DRAPluginServicer_to_server(_DraServicer(driver, api), self._dra)
+            api.grpc.add_DRAPluginServicer_to_server(_DraServicer(driver, api, calls), self._dra)
         for api in HEALTH_VERSIONS.values():
             api.grpc.add_DRAResourceHealthServicer_to_server(_Health(driver, health_interval, self.stopping, api), self._dra)
         self._reg = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="reg"))

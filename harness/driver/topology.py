@@ -12,8 +12,10 @@ uuid, index, architecture, NVLink domain, PCIe root, NUMA node, memory) and, for
 devices, the shared counter sets that MIG-like slices consume. :mod:`.slices` turns the inventory
 into ResourceSlices; :mod:`.plugin` uses it to know which devices exist and which overlap.
 
-Preset values come from shared/reference/fleets.md; PCIe roots and bus ids are platform-specific
-and only plausible, and the A100 MIG sizes are derived from the memory-slice count, not measured.
+Presets are data: ``presets/<name>.yaml``, NodeTopology files with a device list, registered by
+name into :data:`PRESETS` when this module loads. Preset values come from shared/reference/fleets.md;
+PCIe roots and bus ids are platform-specific and only plausible, and the A100 MIG sizes are
+derived from the memory-slice count, not measured.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import Problem, UsageError
+from ..registry import Registry
 
 __all__ = [
     "PartitionProfile",
@@ -67,8 +70,8 @@ class PartitionProfile(_Strict):
     name: str = Field(description="profile name as the vendor spells it, e.g. 1g.10gb")
     id: int = Field(ge=0, description="vendor profile id, part of the device name")
     multiprocessors: int = Field(gt=0)
-    memorySlices: int = Field(gt=0)
-    placements: list[int] = Field(min_length=1, description="first memory slice of each placement")
+    memorySlices: int = Field(gt=0, le=16)
+    placements: list[int] = Field(min_length=1, max_length=16, description="first memory slice of each placement")
 
 
 class Partitioning(_Strict):
@@ -76,7 +79,7 @@ class Partitioning(_Strict):
 
     multiprocessors: int = Field(gt=0, description="multiprocessors the profiles share")
     memorySlices: int = Field(default=8, gt=0, le=16)
-    profiles: list[PartitionProfile] = Field(min_length=1)
+    profiles: list[PartitionProfile] = Field(min_length=1, max_length=32)
 
     @model_validator(mode="after")
     def _placements_fit(self) -> Partitioning:
@@ -131,13 +134,16 @@ class NodeTopology(_Strict):
     apiVersion: Literal["draguard.dev/v1alpha1"] = "draguard.dev/v1alpha1"
     kind: Literal["NodeTopology"] = "NodeTopology"
     preset: str | None = None
-    devices: list[DeviceSpec] | None = None
+    devices: list[DeviceSpec] | None = Field(default=None, max_length=128)  # one slice: 128 devices
+
+    description: str = ""
+    """What the topology models (presets say which fleet, and where the values come from)."""
 
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str | None) -> str | None:
         if v is not None and v not in PRESETS:
-            raise ValueError(f"unknown preset {v!r}; known: {', '.join(sorted(PRESETS))}")
+            raise ValueError(f"unknown preset {v!r}; known: {', '.join(PRESETS.names())}")
         return v
 
     @model_validator(mode="after")
@@ -161,7 +167,7 @@ class NodeTopology(_Strict):
         if self.devices is not None:
             return list(self.devices)
         assert self.preset is not None
-        return PRESETS[self.preset]()
+        return preset(self.preset)
 
 
 # -- resolved inventory ---------------------------------------------------------------------------
@@ -322,15 +328,26 @@ def resolve(topology: NodeTopology | list[DeviceSpec], node: str) -> Inventory:
 
 # -- presets --------------------------------------------------------------------------------------
 
-PRESETS: dict[str, Callable[[], list[DeviceSpec]]] = {}
+PRESET_DIR = Path(__file__).parent / "presets"
+"""Fleet presets as data: ``presets/<name>.yaml``, each a NodeTopology with a device list."""
 
 
-def _preset(name: str) -> Callable[[Callable[[], list[DeviceSpec]]], Callable[[], list[DeviceSpec]]]:
-    def register(fn: Callable[[], list[DeviceSpec]]) -> Callable[[], list[DeviceSpec]]:
-        PRESETS[name] = fn
-        return fn
+def _preset_loader(path: Path) -> Callable[[], list[DeviceSpec]]:
+    def load() -> list[DeviceSpec]:
+        return load_topology(path).device_specs()
 
-    return register
+    load.__qualname__ = f"preset:{path.stem}"
+    return load
+
+
+def _register_presets() -> Registry[Callable[[], list[DeviceSpec]]]:
+    from ruamel.yaml import YAML
+
+    registry: Registry[Callable[[], list[DeviceSpec]]] = Registry("preset")
+    for path in sorted(PRESET_DIR.glob("*.yaml")):
+        head = YAML(typ="safe").load(path.read_text()) or {}
+        registry.register(path.stem, summary=str(head.get("description") or path.stem))(_preset_loader(path))
+    return registry
 
 
 _H100 = dict(productName="NVIDIA H100 80GB HBM3", architecture="Hopper", memory="81559Mi")
@@ -365,155 +382,10 @@ def generic(count: int, product: Mapping[str, Any] | None = None, gpus_per_root:
 
 
 def preset(name: str) -> list[DeviceSpec]:
-    try:
-        return PRESETS[name]()
-    except KeyError:
-        raise UsageError(f"unknown topology preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
-
-
-@_preset("h100-sxm-8")
-def _h100_sxm_8() -> list[DeviceSpec]:
-    """DGX/HGX H100: 8 GPUs, one NVLink domain (NVSwitch), NUMA 0 = GPU0-3, NUMA 1 = GPU4-7, 4 PCIe roots."""
-    return generic(8)
-
-
-@_preset("h100-sxm-4")
-def _h100_sxm_4() -> list[DeviceSpec]:
-    """HGX H100 4-GPU: one NVLink domain, 2 NUMA nodes, 2 PCIe roots."""
-    return generic(4)
-
-
-@_preset("a100-sxm-8")
-def _a100_sxm_8() -> list[DeviceSpec]:
-    """AWS p4d-like A100 40GB: 4 PCIe roots pci0000:{10,20,90,a0} with 2 GPUs each, 2 NUMA nodes."""
-    roots = ["10", "20", "90", "a0"]
-    return [
-        DeviceSpec(
-            name=f"gpu-{i}",
-            index=i,
-            productName="NVIDIA A100-SXM4-40GB",
-            architecture="Ampere",
-            memory="40960Mi",
-            numaNode=i // 4,
-            pcieRoot=f"pci0000:{roots[i // 2]}",
-            pciBusID=f"0000:{roots[i // 2]}:{1 + i % 2:02x}.0",
-            attributes={"cudaComputeCapability": "8.0.0"},
-        )
-        for i in range(8)
-    ]
-
-
-# A100 80GB MIG profiles (profile ids as nvidia-smi lists them); memory is derived from slices.
-_A100_MIG = Partitioning(
-    multiprocessors=98,
-    memorySlices=8,
-    profiles=[
-        PartitionProfile(name="1g.10gb", id=19, multiprocessors=14, memorySlices=1, placements=list(range(7))),
-        PartitionProfile(name="2g.20gb", id=14, multiprocessors=28, memorySlices=2, placements=[0, 2, 4]),
-        PartitionProfile(name="3g.40gb", id=9, multiprocessors=42, memorySlices=4, placements=[0, 4]),
-        PartitionProfile(name="4g.40gb", id=5, multiprocessors=56, memorySlices=4, placements=[0]),
-    ],
-)
-
-
-@_preset("a100-mig")
-def _a100_mig() -> list[DeviceSpec]:
-    """8 A100 80GB, each partitionable (DynamicMIG-like): a counter set per GPU, MIG devices consume it."""
-    roots = ["10", "20", "90", "a0"]
-    return [
-        DeviceSpec(
-            name=f"gpu-{i}",
-            index=i,
-            productName="NVIDIA A100-SXM4-80GB",
-            architecture="Ampere",
-            memory="81920Mi",
-            numaNode=i // 4,
-            pcieRoot=f"pci0000:{roots[i // 2]}",
-            attributes={"cudaComputeCapability": "8.0.0"},
-            partitioning=_A100_MIG,
-        )
-        for i in range(8)
-    ]
-
-
-# H100 80GB MIG profiles from fleets.md (nvidia-smi mig -lgip).
-_H100_MIG = Partitioning(
-    multiprocessors=132,
-    memorySlices=8,
-    profiles=[
-        PartitionProfile(name="1g.10gb", id=19, multiprocessors=16, memorySlices=1, placements=list(range(7))),
-        PartitionProfile(name="1g.20gb", id=15, multiprocessors=26, memorySlices=2, placements=[0, 2, 4, 6]),
-        PartitionProfile(name="2g.20gb", id=14, multiprocessors=32, memorySlices=2, placements=[0, 2, 4]),
-        PartitionProfile(name="3g.40gb", id=9, multiprocessors=60, memorySlices=4, placements=[0, 4]),
-        PartitionProfile(name="4g.40gb", id=5, multiprocessors=64, memorySlices=4, placements=[0]),
-    ],
-)
-
-
-@_preset("h100-mig")
-def _h100_mig() -> list[DeviceSpec]:
-    """HGX H100 8-GPU with partitionable GPUs (profiles from nvidia-smi mig -lgip)."""
-    return [d.model_copy(update={"partitioning": _H100_MIG}) for d in generic(8)]
-
-
-@_preset("gb200-tray")
-def _gb200_tray() -> list[DeviceSpec]:
-    """One GB200 NVL72 compute tray: 4 GPUs on 2 Grace NUMA nodes; the rack is one NVLink clique."""
-    buses = ["0008", "0009", "0018", "0019"]
-    return [
-        DeviceSpec(
-            name=f"gpu-{i}",
-            index=i,
-            productName="NVIDIA GB200",
-            architecture="Blackwell",
-            memory="189471Mi",
-            numaNode=i // 2,
-            pcieRoot=f"pci{buses[i]}:00",
-            pciBusID=f"{buses[i]}:06:00.0",
-            nvlinkDomain="6f3d8a52-0d9e-4c52-9b8e-3c1f2a7e9d01.1",
-            attributes={"cudaComputeCapability": "10.0.0", "addressingMode": "ATS"},
-        )
-        for i in range(4)
-    ]
-
-
-@_preset("mi300x-8")
-def _mi300x_8() -> list[DeviceSpec]:
-    """8 AMD Instinct MI300X OAM: one xGMI hive (published as nvlinkDomain), 2 NUMA nodes, a root each."""
-    return [
-        DeviceSpec(
-            name=f"gpu-{i}",
-            index=i,
-            productName="AMD_Instinct_MI300X_OAM",
-            architecture="CDNA3",
-            brand="AMD",
-            memory="196592Mi",
-            numaNode=i // 4,
-            pcieRoot=f"pci0000:{0x10 + i * 0x20:02x}",
-            attributes={"family": "AI", "partitionProfile": "spx_nps1"},
-        )
-        for i in range(8)
-    ]
-
-
-@_preset("gaudi3-8")
-def _gaudi3_8() -> list[DeviceSpec]:
-    """8 Intel Gaudi3 NPUs: one RoCE scale-up domain (published as nvlinkDomain), 2 NUMA nodes."""
-    return [
-        DeviceSpec(
-            name=f"npu-{i}",
-            index=i,
-            type="npu",
-            productName="Gaudi3",
-            architecture="Gaudi3",
-            brand="Intel",
-            memory="131072Mi",
-            numaNode=i // 4,
-            pcieRoot=f"pci0000:{0x18 + (i // 2) * 0x40:02x}",
-            attributes={"model": "Gaudi3"},
-        )
-        for i in range(8)
-    ]
+    """The devices of preset ``name`` (``presets/<name>.yaml``)."""
+    if name not in PRESETS:
+        raise UsageError(f"unknown topology preset {name!r}; known: {', '.join(PRESETS.names())}")
+    return PRESETS.get(name).target()
 
 
 # -- loading --------------------------------------------------------------------------------------
@@ -564,3 +436,7 @@ def load_topology(path: str | Path) -> NodeTopology:
             msg = err["msg"].removeprefix("Value error, ")
             problems.append(Problem(str(p), line, col, ".".join(str(x) for x in loc), msg))
         raise UsageError("\n".join(str(pr) for pr in problems)) from exc
+
+
+PRESETS = _register_presets()
+"""Fleet presets by name, in the one registry class (``harness.registry.Registry``)."""

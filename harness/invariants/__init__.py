@@ -37,6 +37,7 @@ from draguard.harness.registry import INVARIANTS
 __all__ = [
     "NAMES",
     "evaluate",
+    "judged",
     "Violation",
     "Snapshot",
     "DeviceId",
@@ -66,3 +67,9 @@ def evaluate(snapshot: Snapshot, names: Iterable[str] | None = None) -> dict[str
     """
     chosen = list(names) if names is not None else INVARIANTS.names()
     return {name: list(INVARIANTS.get(name).target(snapshot)) for name in chosen}
+
+
+def judged(*when: str) -> list[str]:
+    """Registered invariants judged at any of ``when`` (``continuously``, ``at-settle``,
+    ``after-cleanup``), as each declared at registration (default ``at-settle``)."""
+    return [e.name for e in INVARIANTS if e.meta.get("judged", "at-settle") in when]

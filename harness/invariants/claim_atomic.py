@@ -38,7 +38,7 @@ def _want(spec: Obj) -> tuple[str, int]:
 
 
 @INVARIANTS.register(NAME, summary="An allocated claim has every request satisfied in full (its count, or All); "
-                     "never a partial result.")  # fmt: skip
+                     "never a partial result.", judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     for claim in snapshot.claims:

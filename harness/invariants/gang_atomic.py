@@ -1,7 +1,10 @@
-"""``gang-atomic``: after settling, a gang is all bound with all claims allocated, or holds no device.
+"""``gang-atomic``: a gang is all bound with its claims allocated (at least ``minCount`` members), or
+holds no device; a gang partial for longer than its grace period is a violation.
 
-A partial gang (some members hold devices while others cannot start) is the ingredient of a
-deadlock between gangs; the violation names the members and devices it holds.
+A partial gang (some members hold devices while too few can start) is the ingredient of a deadlock
+between gangs. Judged continuously: while the run goes on a gang may be partial for its grace
+period (pods bind one by one); once the scenario settled, any partial gang is a violation. The
+violation names the members and devices it holds, and the runner reports it from the time it started.
 """
 
 from __future__ import annotations
@@ -23,13 +26,12 @@ __all__ = ["NAME", "check"]
 NAME = "gang-atomic"
 
 
-@INVARIANTS.register(NAME, summary="After the settle time, a gang is all bound with all claims allocated, "
-                     "or holds no device at all.")  # fmt: skip
+@INVARIANTS.register(NAME, summary="A gang is all bound with all claims allocated (at least minCount members), "
+                     "or holds no device; partial for longer than its grace period is a violation.",
+                     judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     for gang in snapshot.gangs:
-        if not gang.settled:
-            continue
         complete = 0
         holders: list[str] = []
         claims: dict[str, Obj] = {}
@@ -50,15 +52,19 @@ def check(snapshot: Snapshot) -> list[Violation]:
             str(DeviceId(r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
             for claim in claims.values() for r in allocation_results(claim)
         })  # fmt: skip
-        if complete == len(gang.members) or not devices:
+        need = gang.min_count if gang.min_count is not None else len(gang.members)
+        if complete >= need or not devices:
             continue
+        when = "after settling" if gang.settled else f"for more than {gang.grace:.0f}s"
         out.append(Violation(
             NAME,
-            f"gang {gang.namespace}/{gang.workload} is partial after settling: {complete} of {len(gang.members)} "
-            f"members bound with all claims allocated, yet it holds {len(devices)} device(s) "
+            f"gang {gang.namespace}/{gang.workload} is partial {when}: {complete} of {len(gang.members)} "
+            f"members bound with all claims allocated (it needs {need}), yet it holds {len(devices)} device(s) "
             f"({len(holders)} member(s) hold resources): a deadlock ingredient",
             tuple(holders) + tuple(sorted(claims)),
             tuple(devices),
             snapshot.time,
+            key=f"gang {gang.namespace}/{gang.workload} partial",
+            grace=0.0 if gang.settled else gang.grace,
         ))  # fmt: skip
     return out

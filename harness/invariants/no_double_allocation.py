@@ -32,7 +32,7 @@ def exclusive_users(snapshot: Snapshot) -> dict[DeviceId, list[Obj]]:
 
 
 @INVARIANTS.register(NAME, summary="No device is allocated to two claims, unless the device allows multiple "
-                     "allocations or the claim has admin access.")  # fmt: skip
+                     "allocations or the claim has admin access.", judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     for device, claims in sorted(exclusive_users(snapshot).items()):

@@ -2,6 +2,9 @@
 
 - no allocated claim reserved for no one, and no ``reservedFor`` entry naming a pod that is gone or
   finished;
+- no pod that was deleted still there with its claims: no-leak is judged after the cleanup wait, so
+  such a pod is stuck Terminating because its node could not unprepare its claims (the driver keeps
+  failing NodeUnprepareResources), and its devices never come back;
 - no claim prepared in a driver that is not an allocated claim, and no CDI spec without a prepared
   claim on its node;
 - once no live pod uses a claim, the device inventory is back to its starting count (published,
@@ -12,7 +15,7 @@
 
 from __future__ import annotations
 
-from draguard.harness.invariants.snapshot import DeviceId, Snapshot, is_allocated, pod_is_live, ref
+from draguard.harness.invariants.snapshot import DeviceId, Snapshot, is_allocated, pod_claims, pod_is_live, ref
 from draguard.harness.invariants.violation import Violation
 from draguard.harness.registry import INVARIANTS
 
@@ -40,6 +43,21 @@ def _consumers(snapshot: Snapshot) -> list[Violation]:
             devices = tuple(str(d) for c, _, d in snapshot.allocated() if c is claim)
             out.append(Violation(NAME, f"{this}: allocated but reserved for no consumer", (this,), devices,
                                  snapshot.time))  # fmt: skip
+    return out
+
+
+def _stuck_deleting(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    for pod in snapshot.pods:
+        md = pod.get("metadata") or {}
+        if not md.get("deletionTimestamp") or not pod_is_live(pod) or not (pod.get("spec") or {}).get("resourceClaims"):
+            continue
+        this = ref("Pod", pod)
+        claims = [c for _, c in pod_claims(pod, snapshot) if c is not None]
+        devices = tuple(str(d) for c, _, d in snapshot.allocated() if any(c is x for x in claims))
+        out.append(Violation(NAME, f"{this} was deleted at {md['deletionTimestamp']} and is still there, holding "
+                             f"{len(claims)} claim(s): its node cannot unprepare them", (this,)
+                             + tuple(ref("ResourceClaim", c) for c in claims), devices, snapshot.time))  # fmt: skip
     return out
 
 
@@ -101,6 +119,7 @@ def _gpus(snapshot: Snapshot) -> list[Violation]:
 
 
 @INVARIANTS.register(NAME, summary="Once consumers are gone, no allocation, reservation, prepared claim, CDI spec "
-                     "or GPU memory is left, and the device inventory is back to its starting count.")  # fmt: skip
+                     "or GPU memory is left, and the device inventory is back to its starting count.",
+                     judged="after-cleanup")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
-    return _consumers(snapshot) + _drivers(snapshot) + _inventory(snapshot) + _gpus(snapshot)
+    return _consumers(snapshot) + _stuck_deleting(snapshot) + _drivers(snapshot) + _inventory(snapshot) + _gpus(snapshot)

@@ -23,7 +23,8 @@ def is_extended_resource(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-@INVARIANTS.register(NAME, summary="No pod combines extended accelerator resources with DRA claims.")
+@INVARIANTS.register(NAME, summary="No pod combines extended accelerator resources with DRA claims.",
+                     judged="continuously")
 def check(snapshot: Snapshot) -> list[Violation]:
     served = {
         name for c in snapshot.device_classes if (name := (c.get("spec") or {}).get("extendedResourceName"))

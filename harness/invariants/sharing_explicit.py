@@ -39,7 +39,7 @@ def sharing_strategy(claim: Obj, result: Obj) -> str | None:
 
 
 @INVARIANTS.register(NAME, summary="A claim on a shared accelerator names its sharing strategy, and its sharing "
-                     "state is gone after the pod ends.")  # fmt: skip
+                     "state is gone after the pod ends.", judged="after-cleanup")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     users = exclusive_users(snapshot)

@@ -94,7 +94,11 @@ class Gang:
     claims_per_member: int
     """How many claims each member references (template and shared ones)."""
     settled: bool
-    """Whether the settle deadline has passed (gang-atomic judges settled gangs only)."""
+    """Whether the settle deadline has passed: a partial gang is then a violation at once."""
+    min_count: int | None = None
+    """Members that must be complete for the gang to serve (PodGroup ``minCount``); None: all members."""
+    grace: float = 30.0
+    """How long the gang may stay partial before it is a violation while the run goes on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,7 @@ def _constraints(snapshot: Snapshot, claim: Obj, this: str) -> list[Violation]:
 
 
 @INVARIANTS.register(NAME, summary="Allocated devices satisfy the claim's CEL selectors and constraints, "
-                     "re-evaluated against the ResourceSlices.")  # fmt: skip
+                     "re-evaluated against the ResourceSlices.", judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     for claim in snapshot.claims:

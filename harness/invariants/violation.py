@@ -21,6 +21,10 @@ class Violation:
     """``driver/pool/device`` of every device involved."""
     time: float = 0.0
     """Seconds after the scenario started (the snapshot's time)."""
+    key: str = ""
+    """The breach's identity over time (default: the message); a breach seen again keeps its start."""
+    grace: float = 0.0
+    """How long the breach must last, seen in judgment after judgment, before it counts."""
 
     def __str__(self) -> str:
         return f"{self.invariant}: {self.message}"

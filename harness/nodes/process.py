@@ -16,6 +16,7 @@ from pathlib import Path
 from draguard.harness.cluster.process import Supervised
 from draguard.harness.errors import UsageError
 from draguard.harness.paths import NodeDirs, state_dir
+from draguard.harness.scenario.model import MAX_NODES
 
 from .agent import LOST_FILE
 
@@ -37,6 +38,8 @@ def node_names(nodes: Sequence[str] = (), count: int | None = None, prefix: str 
         raise UsageError("give --node NAME (repeatable) or --count N with --prefix P")
     if count < 1:
         raise UsageError(f"--count {count}: must be at least 1")
+    if count > MAX_NODES:  # checked before any name is built
+        raise UsageError(f"--count {count}: must be at most {MAX_NODES}")
     base = prefix.rstrip("-")
     if not base:
         raise UsageError(f"--prefix {prefix!r}: must not be empty")

@@ -142,6 +142,7 @@ class FaultSet:
         self._rules: list[FaultRule] = list(rules)
         self._seen: list[int] = [0] * len(self._rules)
         self._applied: list[int] = [0] * len(self._rules)
+        self._off: list[bool] = [False] * len(self._rules)
         self._stamp: tuple[int, int] | None = None
         if path is not None:
             self._reload(strict=True)
@@ -151,6 +152,21 @@ class FaultSet:
             self._rules = list(rules)
             self._seen = [0] * len(self._rules)
             self._applied = [0] * len(self._rules)
+            self._off = [False] * len(self._rules)
+
+    def add(self, rule: FaultRule) -> int:
+        """Add one rule in process (a scenario step), keeping the others' counts; returns its index."""
+        with self._lock:
+            self._rules.append(rule)
+            self._seen.append(0)
+            self._applied.append(0)
+            self._off.append(False)
+            return len(self._rules) - 1
+
+    def drop(self, index: int) -> None:
+        """Switch off the rule added as ``index``; its count stays readable."""
+        with self._lock:
+            self._off[index] = True
 
     @property
     def rules(self) -> list[FaultRule]:
@@ -193,7 +209,7 @@ class FaultSet:
         self._reload(strict=False)
         with self._lock:
             for i, rule in enumerate(self._rules):
-                if not rule.selects(node, driver, method, claims):
+                if self._off[i] or not rule.selects(node, driver, method, claims):
                     continue
                 self._seen[i] += 1
                 if self._seen[i] <= rule.after:

@@ -1,21 +1,36 @@
-"""What a chaos step gets: the run's handles, target selection with the seeded generator, journaling.
+"""What a chaos step gets: the one door from a fault to the run (:class:`StepContext`).
 
 A fault (registered in ``draguard.chaos`` into ``FAULTS``) is a function ``(ctx: StepContext, params)``.
-Before it changes anything it calls :meth:`StepContext.before` with an :class:`UndoAction` (written to
-the journal, so ``draguard cleanup`` can undo it after a crash) and may register an in-process undo
-with :meth:`StepContext.on_undo`. Targets are drawn with ``ctx.rng`` (seeded from the scenario seed
-and the step index) and only among the scenario's own pods, nodes and devices: the blast radius is
-bounded to what the run created.
+It reaches the run only through ``ctx``; the runner's handles (processes, interposer, journal) stay
+private to this module and the runner:
+
+- targets, drawn with ``ctx.rng`` (seeded from the scenario seed and the step index) among the
+  scenario's own pods, nodes and devices: the blast radius is bounded to what the run created;
+- ``ctx.fake_driver(node)``: the fake driver of a node (kill, start, restart, hardware and RPC
+  faults), each action journaled by the handle itself;
+- ``ctx.inject_rpc_fault(rule)``: a validated :class:`~draguard.harness.proxy.faults.FaultRule` for
+  the gRPC interposer (no hand-written JSON);
+- ``ctx.restart_node_agents()``, ``ctx.set_node_lost()``, ``ctx.restart_component()``: restarts that
+  journal the new process themselves;
+- ``ctx.create_workload(name)``: the pods of a workload the scenario held back (``arrive``, ``preempt``);
+- ``ctx.before(undo)`` journals how to undo a change before it is made (``draguard cleanup`` replays
+  it after a crash); ``ctx.on_undo(fn, until_cleanup=...)`` undoes it in process: faults that last
+  "until cleanup" are undone when the cleanup phase starts, the others at teardown;
+- ``ctx.fired(n)`` / ``ctx.count_fired(counter)``: how often the fault struck (a step whose fault
+  never fired fails the scenario); ``ctx.sleep(seconds)`` waits out a duration, cut short by cleanup.
 """
 
 from __future__ import annotations
 
+import functools
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..driver.faults import CrashPoint
 from ..errors import UsageError
 from ..kube import Kube, Obj
 from ..scenario.types import Scenario, Step, Target
@@ -25,16 +40,27 @@ from .observe import Observer, Timeline
 
 if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
+    from ..driver.host import DriverHostProcess
     from ..driver.process import FakeDriverProcess
     from ..nodes.process import FakeNodesProcess
+    from ..proxy.faults import FaultRule, FaultSet
     from ..proxy.interposer import Interposer
 
-__all__ = ["RunHandles", "StepContext"]
+__all__ = ["RunHandles", "StepContext", "FakeDriverControl", "Undo", "CrashPoint"]
+
+
+@dataclass(frozen=True)
+class Undo:
+    seq: int
+    """The journal entry it undoes (0: none)."""
+    fn: Callable[[], None]
+    until_cleanup: bool
+    """True: undone when the cleanup phase starts; False: at teardown."""
 
 
 @dataclass
 class RunHandles:
-    """Everything a run started, shared by the runner and its steps."""
+    """Everything a run started, shared by the runner and this module; never handed to a fault."""
 
     run_id: str
     scenario: Scenario
@@ -47,39 +73,126 @@ class RunHandles:
     cluster: LocalCluster | None = None
     drivers: dict[str, FakeDriverProcess] = field(default_factory=dict)
     nodes: FakeNodesProcess | None = None
-    undo: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
-    deploy_workload: Callable[[str], None] | None = None
-    """Creates the pods of a workload held back for a later step (``preempt``)."""
+    undo: list[Undo] = field(default_factory=list)
+    create_workload: Callable[[str], None] | None = None
+    """Creates the pods of a workload held back for a later step (``arrive``, ``preempt``)."""
     interposer: Interposer | None = None
     """The gRPC interposer between the fake nodes and the driver (``driver.interpose``)."""
-    proxy_faults: Path | None = None
-    """The interposer's fault file (JSON), which prepare/unprepare faults write when it is on."""
+    rpc_faults: FaultSet | None = None
+    """The interposer's rules in force, added to in process by ``inject_rpc_fault``."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set when the cleanup phase starts: waits and durations of steps end."""
+    driver_host: DriverHostProcess | None = None
+    """The one process serving every node's fake driver (``driver.hosting: shared``); ``drivers`` then
+    holds a handle per node on it."""
+    kubeconfig: str | None = None
+    """The kubeconfig of the run's cluster (for steps that start processes against it, e.g. ``load``)."""
+    report_dir: Path | None = None
+    """This scenario's report folder (``<report-dir>/<scenario>``), for steps that write evidence."""
 
     @property
     def driver_name(self) -> str:
         return self.scenario.driver.name
 
 
+class FakeDriverControl:
+    """The fake driver of one node, as a step may use it: every action journals itself."""
+
+    def __init__(self, ctx: StepContext, proc: FakeDriverProcess) -> None:
+        self._ctx = ctx
+        self._proc = proc
+        self.node = proc.node
+
+    def kill(self) -> None:
+        """SIGKILL the driver; the run starts it again if the step does not (teardown stops it anyway)."""
+        self._ctx.before(UndoAction("none", {"why": f"the driver on {self.node} is started again by the run"}))
+        self._proc.kill()
+
+    def start(self) -> None:
+        if not self._proc.alive:
+            self._proc.start()
+            self._journal_pid("started again")
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.alive
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds for the driver to exit (a crash); its exit status, or None."""
+        return self._proc.wait_exit(timeout=timeout)
+
+    def restart(self, kill: bool = True) -> None:
+        self._ctx.before(UndoAction("none", {"why": f"the driver on {self.node} is started again by the step"}))
+        self._proc.restart(kill=kill)
+        self._journal_pid("restarted")
+
+    def _journal_pid(self, what: str) -> None:
+        if self._proc.pid:
+            self._ctx._run.journal.process(self._proc.pid, f"fake driver on {self.node} ({what})")
+
+    def set_fault(self, kind: str, spec: dict[str, object], *, until_cleanup: bool) -> None:
+        """Switch on one fault kind of the driver (``reset_fail``, ``prepare_fail``...), keeping the
+        others; it is switched off at cleanup start (``until_cleanup``) or at teardown. Counted."""
+        from ..driver import faults
+
+        proc = self._proc
+        path = faults.faults_path(proc.root, self.node, proc.driver)
+        previous = path.read_text() if path.exists() else None
+        self._ctx.before(UndoAction("write-file", {"path": str(path), "content": previous}))
+        faults.set_faults(proc.root, self.node, proc.driver, merge=True, **{kind: spec})
+
+        def clear() -> None:
+            faults.set_faults(proc.root, self.node, proc.driver, merge=True, **{kind: None})
+
+        self._ctx.on_undo(clear, until_cleanup=until_cleanup)
+        self._ctx.count_fired(lambda: faults.fired(proc.root, self.node, proc.driver, kind))
+        self._ctx.note(f"{kind} {spec} on {self.node}")
+
+
+def _applied(faults: FaultSet, index: int) -> int:
+    return faults.applied()[index]
+
+
 @dataclass
 class StepContext:
-    handles: RunHandles
+    _run: RunHandles
     step: Step
     rng: random.Random
     notes: list[str] = field(default_factory=list)
     _journal_seq: int | None = None
+    _fired: int | None = None
+    _counters: list[Callable[[], int]] = field(default_factory=list)
 
-    # -- shortcuts ----------------------------------------------------------------------------
+    # -- what the step sees ------------------------------------------------------------------
     @property
     def kube(self) -> Kube:
-        return self.handles.kube
+        return self._run.kube
 
     @property
     def namespace(self) -> str:
-        return self.handles.namespace
+        return self._run.namespace
 
     @property
     def scenario(self) -> Scenario:
-        return self.handles.scenario
+        return self._run.scenario
+
+    @property
+    def kubeconfig(self) -> str | None:
+        """The kubeconfig of the run's cluster, for steps that start processes against it (``load``)."""
+        return self._run.kubeconfig
+
+    @property
+    def report_dir(self) -> Path | None:
+        """This scenario's report folder, for steps that write evidence of their own."""
+        return self._run.report_dir
+
+    @property
+    def run_id(self) -> str:
+        return self._run.run_id
+
+    @property
+    def driver_name(self) -> str:
+        return self._run.driver_name
 
     @property
     def target(self) -> Target:
@@ -88,21 +201,107 @@ class StepContext:
     def note(self, text: str) -> None:
         """Say what the step did (goes to the timeline and the step's result)."""
         self.notes.append(text)
-        self.handles.timeline.add("fault", self.step.fault, self.step.name, "note", text)
+        self._run.timeline.add("fault", self.step.fault, self.step.name, "note", text)
 
-    # -- journaling ---------------------------------------------------------------------------
+    # -- journaling and undo -------------------------------------------------------------------
     def before(self, undo: UndoAction) -> None:
         """Journal how to undo what the step is about to do. Call before changing anything."""
-        self._journal_seq = self.handles.journal.fault(self.step.name, self.step.fault, undo)
+        self._journal_seq = self._run.journal.fault(self.step.name, self.step.fault, undo)
 
-    def on_undo(self, fn: Callable[[], None]) -> None:
-        """An in-process undo, run at the end of the scenario (before teardown)."""
-        self.handles.undo.append((self._journal_seq or 0, fn))
+    def on_undo(self, fn: Callable[[], None], *, until_cleanup: bool = False) -> None:
+        """An in-process undo: at the start of cleanup (a fault meant to last until then) or at teardown."""
+        self._run.undo.append(Undo(self._journal_seq or 0, fn, until_cleanup))
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait out a fault's duration; False when the cleanup phase cut it short."""
+        return not self._run.stop.wait(seconds)
+
+    # -- how often the fault struck --------------------------------------------------------------
+    def fired(self, n: int = 1) -> None:
+        """The step itself made the fault happen ``n`` times (a deletion, a kill)."""
+        self._fired = (self._fired or 0) + n
+
+    def count_fired(self, counter: Callable[[], int]) -> None:
+        """The fault strikes later, in the driver or the interposer; ``counter`` says how often so far."""
+        self._counters.append(counter)
+
+    def fired_count(self) -> int | None:
+        """Direct firings plus the counters; None when the step reported nothing countable."""
+        if self._fired is None and not self._counters:
+            return None
+        return (self._fired or 0) + sum(c() for c in self._counters)
+
+    # -- what the run started --------------------------------------------------------------------
+    def fake_driver(self, node: str) -> FakeDriverControl:
+        """The fake driver of ``node``; a clear error for an external driver."""
+        proc = self._run.drivers.get(node)
+        if proc is None:
+            raise UsageError(
+                f"step {self.step.name}: fault {self.step.fault} needs draguard's fake driver on node {node}; "
+                "with an external driver use the gRPC interposer (driver.interpose) instead"
+            )
+        return FakeDriverControl(self, proc)
+
+    @property
+    def has_interposer(self) -> bool:
+        return self._run.rpc_faults is not None
+
+    def inject_rpc_fault(self, rule: FaultRule) -> bool:
+        """Add ``rule`` at the interposer for each targeted node (default: all); False when there is none."""
+        faults = self._run.rpc_faults
+        if faults is None:
+            return False
+        self.before(UndoAction("none", {"why": "the interposer's rules live in the run's process"}))
+        for node in self.target_nodes(default="all"):
+            index = faults.add(rule.model_copy(update={"node": node, "driver": self.driver_name}))
+            self.on_undo(functools.partial(faults.drop, index), until_cleanup=rule.count is None)
+            self.count_fired(functools.partial(_applied, faults, index))
+            self.note(f"interposer: {rule.action.value} on {rule.method} at {node}")
+        return True
+
+    def restart_node_agents(self, kill: bool = True) -> None:
+        nodes = self._nodes()
+        self.before(UndoAction("none", {"why": "the agent is started again by the step itself"}))
+        nodes.restart(kill=kill)
+        if nodes.pid:
+            self._run.journal.process(nodes.pid, "draguard nodes (restarted)")
+
+    def set_node_lost(self, node: str, lost: bool) -> None:
+        """Stop (or resume) a fake node's heartbeats and pod syncs; journaled when it is lost."""
+        nodes = self._nodes()
+        if lost:
+            self.before(UndoAction("write-file", {"path": str(nodes.root / node / "lost"), "content": None}))
+        nodes.set_lost(node, lost)
+
+    def _nodes(self) -> FakeNodesProcess:
+        if self._run.nodes is None:
+            raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs draguard's fake nodes")
+        return self._run.nodes
+
+    def restart_component(self, component: str) -> None:
+        """Restart ``kube-<component>`` of the local control plane."""
+        cluster = self._run.cluster
+        if cluster is None:
+            raise UsageError(f"step {self.step.name}: restarting {component} needs the local backend")
+        self.before(UndoAction("none", {"why": f"{component} is started again by the step itself"}))
+        cluster.restart(component)
+        sup = cluster.components.get(f"kube-{component}")
+        if sup is not None and sup.pid:
+            self._run.journal.process(sup.pid, f"kube-{component} (restarted)")
+
+    def create_workload(self, name: str) -> None:
+        """Create the pods of workload ``name``, held back until now by the scenario."""
+        try:
+            self.scenario.workload(name)
+        except KeyError:
+            raise UsageError(f"step {self.step.name}: {name!r} is not a workload of the scenario") from None
+        assert self._run.create_workload is not None
+        self._run.create_workload(name)
 
     # -- targets ------------------------------------------------------------------------------
     def pods(self, workload: str | None = None, live_only: bool = True) -> list[Obj]:
         pods = [
-            p for p in self.handles.observer.objects("Pod")
+            p for p in self._run.observer.objects("Pod")
             if (workload is None or p["metadata"].get("labels", {}).get(WORKLOAD_LABEL) == workload)
             and (not live_only or not p["metadata"].get("deletionTimestamp"))
         ]
@@ -149,7 +348,7 @@ class StepContext:
     def allocated_devices(self, pod: Obj) -> list[tuple[str, str, str]]:
         """(driver, pool, device) of every device allocated to the claims of ``pod``."""
         out = []
-        claims = {c["metadata"]["name"]: c for c in self.handles.observer.objects("ResourceClaim")}
+        claims = {c["metadata"]["name"]: c for c in self._run.observer.objects("ResourceClaim")}
         for status in pod.get("status", {}).get("resourceClaimStatuses", []):
             claim = claims.get(status.get("resourceClaimName", ""))
             for r in ((claim or {}).get("status", {}).get("allocation") or {}).get("devices", {}).get("results", []):
@@ -163,4 +362,4 @@ class StepContext:
         return out
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        return self.handles.observer.wait_for(predicate, timeout)
+        return self._run.observer.wait_for(predicate, timeout)

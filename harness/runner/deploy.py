@@ -188,10 +188,11 @@ def pod(workload: Workload, member: int, namespace: str, run: str, scenario: str
 
 
 def deferred_workloads(scenario: Scenario) -> set[str]:
-    """Workloads held back until a ``preempt`` step brings them in (the higher-priority gang)."""
+    """Workloads held back until a step brings them in: a step whose params name a ``workload``
+    (``arrive``, or ``preempt`` with its higher-priority gang)."""
     return {
         name for step in scenario.timeline
-        if step.fault == "preempt" and (name := getattr(step.params, "workload", None))
+        if isinstance(name := getattr(step.params, "workload", None), str)
     }
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,15 +92,17 @@ class Journal:
         self.path = (directory or journal_dir()) / f"{run_id}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._seq = 0
+        self._lock = threading.Lock()  # steps run concurrently, each journaling its own actions
 
     def write(self, entry: dict[str, Any]) -> int:
-        self._seq += 1
-        record = {"seq": self._seq, "time": time.time(), **entry}
-        with self.path.open("a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        return self._seq
+        with self._lock:
+            self._seq += 1
+            record = {"seq": self._seq, "time": time.time(), **entry}
+            with self.path.open("a") as f:
+                f.write(json.dumps(record, default=str) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return self._seq
 
     def run_started(self, kubeconfig: str | None, namespace: str, label: str, cluster_dir: str | None) -> None:
         self.write({"entry": "run", "kubeconfig": kubeconfig, "namespace": namespace, "label": label,

@@ -11,10 +11,12 @@ that instead of polling the API. Talks to: the API server via ``Kube``.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import HarnessError
@@ -51,29 +53,72 @@ class TimelineEntry:
 @dataclass
 class Timeline:
     """The run's events in time order; the result refers to it (``ScenarioResult.timeline``) through
-    :meth:`events`, so the ``json`` report writes it and a file-backed timeline can replace it."""
+    :meth:`events`, so the ``json`` report writes it. Memory stays bounded: once :meth:`spool_to` names
+    a file, the oldest entries beyond ``keep_in_memory`` move there (JSON lines) and :meth:`events`,
+    :meth:`as_list` and :meth:`write_json` read them back in order (a 5000-pod run makes ~100 000)."""
 
     start: float = field(default_factory=time.monotonic)
     entries: list[TimelineEntry] = field(default_factory=list)
+    """The newest entries (all of them unless spooled)."""
+    keep_in_memory: int = 20_000
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _spool: Path | None = None
+    _spooled: int = 0
 
     def now(self) -> float:
         return time.monotonic() - self.start
+
+    def spool_to(self, path: Path) -> None:
+        """Move old entries to ``path`` (created empty now) whenever more than ``keep_in_memory`` pile up."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        with self._lock:
+            self._spool = path
 
     def add(self, source: str, kind: str, name: str, event: str, summary: str = "", namespace: str | None = None,
             data: dict[str, Any] | None = None) -> TimelineEntry:
         entry = TimelineEntry(self.now(), source, kind, name, event, summary, namespace, data)
         with self._lock:
             self.entries.append(entry)
+            if self._spool is not None and len(self.entries) > self.keep_in_memory:
+                old = self.entries[: len(self.entries) // 2]
+                with self._spool.open("a") as f:
+                    f.writelines(json.dumps(e.as_dict()) + "\n" for e in old)
+                del self.entries[: len(old)]
+                self._spooled += len(old)
         return entry
 
-    def as_list(self) -> list[dict[str, Any]]:
+    def __len__(self) -> int:
         with self._lock:
-            return [e.as_dict() for e in self.entries]
+            return self._spooled + len(self.entries)
+
+    def _iter(self) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            spool, spooled, newest = self._spool, self._spooled, [e.as_dict() for e in self.entries]
+        if spool is not None and spooled:
+            with spool.open() as f:
+                for i, line in enumerate(f):
+                    if i >= spooled:
+                        break
+                    yield json.loads(line)
+        yield from newest
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return list(self._iter())
+
+    def write_json(self, path: Path) -> None:
+        """Write every entry as one JSON array (one entry per line), without holding them all at once."""
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w") as f:
+            f.write("[")
+            for i, entry in enumerate(self._iter()):
+                f.write(("," if i else "") + "\n " + json.dumps(entry))
+            f.write("\n]\n")
+        tmp.replace(path)
 
     def events(self) -> Iterator[dict[str, Any]]:
         """The events so far as dicts (``timeline.json`` items); a :class:`TimelineSource`."""
-        return iter(self.as_list())
+        return self._iter()
 
 
 def details(obj: Obj) -> dict[str, Any] | None:
@@ -152,6 +197,9 @@ def summarize(obj: Obj) -> str:
     return ""
 
 
+_DELETED_KEPT = 1000
+
+
 @dataclass
 class _Watched:
     kind: str
@@ -208,7 +256,10 @@ class Observer:
         with self._changed:
             if etype == "DELETED":
                 store.pop(key, None)
-                self.deleted[w.kind][key] = obj
+                gone = self.deleted[w.kind]
+                gone[key] = obj
+                if len(gone) > _DELETED_KEPT:  # bounded: the newest deletions only
+                    del gone[next(iter(gone))]
             else:
                 old = store.get(key)
                 store[key] = obj
@@ -277,8 +328,8 @@ class Observer:
         """Block until nothing changed for ``quiet`` seconds (True) or ``timeout`` passes (False)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            n = len(self.timeline.entries)
+            n = len(self.timeline)
             time.sleep(min(quiet, max(0.0, deadline - time.monotonic())))
-            if len(self.timeline.entries) == n:
+            if len(self.timeline) == n:
                 return True
         return False

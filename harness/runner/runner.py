@@ -6,13 +6,19 @@ Phases, each on the timeline:
 2. **fleet**: fake nodes (one process) and one fake DRA driver per node, or an external driver;
 3. **deploy**: DeviceClasses, PriorityClasses, claims/templates, PodGroups, then the pods (interleaved
    where the scenario says);
-4. **timeline**: chaos steps at their time or when their condition is reached, each journaled first;
-   the continuous invariants are judged every second meanwhile;
+4. **timeline**: every chaos step on its own thread, at its time, condition or after another step
+   (``timeline.py``), each journaled first; the invariants registered ``judged="continuously"`` are
+   judged every second meanwhile, and the expected progress is watched on every change;
 5. **settle**: until nothing changes (or the settle timeout); then every invariant but the
-   cleanup ones is judged with gangs settled;
-6. **cleanup**: the workloads are deleted; once consumers are gone (or the cleanup timeout passed)
-   ``no-leak`` and ``sharing-explicit`` are judged;
-7. **teardown**: faults undone, every object with the run label deleted, processes stopped, cluster down.
+   after-cleanup ones is judged with gangs settled;
+6. **cleanup**: faults meant to last "until cleanup" are undone first (a driver left down comes
+   back), then the workloads are deleted; once consumers are gone and no driver has a call in
+   flight (or the cleanup timeout passed) the ``after-cleanup`` invariants are judged;
+7. **teardown**: the other faults undone, every object with the run label deleted, processes stopped,
+   cluster down.
+
+A step that errs, starts later than its tolerance, never runs, or whose fault never fired fails
+the scenario unless it is ``optional``; so does an unmet ``expect.progress`` or ``expect.evidence``.
 
 Talks to: the cluster backend, the fake driver and fake nodes (as processes), the fault registry
 (filled by ``draguard.chaos``, which the CLI imports), the invariants, the journal.
@@ -28,32 +34,39 @@ import random
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..cluster.local import ClusterConfig, LocalCluster
+from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError
-from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, evaluate
-from ..kube import ApiError, Kube, Obj
+from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, Violation, evaluate, judged
+from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
 from ..environment import draguard_version
 from ..progress import Counted
-from ..result import Evidence, InvariantResult, ScenarioResult, Status, StepResult, TimelineEvents
-from ..scenario.types import Condition, Scenario, Step, Topology
+from ..result import (
+    Evidence,
+    ExpectationResult,
+    InvariantResult,
+    ScenarioResult,
+    Status,
+    StepResult,
+    StepStatus,
+    TimelineEvents,
+)
+from ..scenario.types import PER_NODE_UP_TO, Condition, EvidenceRule, Progress, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
+from .incremental import INCREMENTAL, Incremental
 from .journal import RUN_LABEL, Journal, delete_labelled
 from .observe import Observer, Timeline
+from .timeline import StepRun, TimelinePlayer
 
-__all__ = ["Runner", "RunOptions", "CONTINUOUS", "AFTER_CLEANUP"]
-
-CONTINUOUS = ("claim-atomic", "no-double-allocation", "topology", "no-legacy-mix")
-"""Judged every second while the scenario runs: a breach at any moment counts."""
-AFTER_CLEANUP = ("no-leak", "sharing-explicit")
-"""Judged once the consumers are gone."""
+__all__ = ["Runner", "RunOptions", "step_status", "evidence_matches", "record_breaches"]
 
 
 @dataclass(frozen=True)
@@ -75,14 +88,22 @@ class Runner:
         self.run_id = uuid.uuid4().hex[:8]
         self.seed = options.seed if options.seed is not None else scenario.seed
         self.timeline = Timeline()
+        self._spool = state_dir() / "runs" / self.run_id / "timeline.spool.jsonl"
+        self.timeline.spool_to(self._spool)  # bounded memory while a big run goes on
         self.result = ScenarioResult(scenario.name, str(scenario.source) if scenario.source else None, self.seed,
                                      hold=scenario.expect.hold, violate=scenario.expect.violate)
         self.violations: dict[str, dict[str, Evidence]] = {name: {} for name in INVARIANTS.names()}
         self.checked: set[str] = set()
-        self.handles: RunHandles | None = None
+        self._handles: RunHandles | None = None
         self.initial_inventory: frozenset[DeviceId] = frozenset()
         self._settled = False
         self._stop_checks = threading.Event()
+        self._first_seen: dict[tuple[str, str], float] = {}
+        self._judge_lock = threading.Lock()
+        self._player: TimelinePlayer | None = None
+        self._contexts: dict[str, StepContext] = {}
+        self._fired: dict[str, int] = {}
+        self._progress_seen: dict[Progress, float] = {}
 
     def log(self, message: str) -> None:
         self.timeline.add("phase", "Run", self.scenario.name, "phase", message)
@@ -105,9 +126,11 @@ class Runner:
             # the fleet meanwhile and wait for it just before the pods are created.
             kube.create_namespace(namespace, {RUN_LABEL: self.run_id}, wait=False)
             observer = Observer(kube, self.timeline)
-            self.handles = RunHandles(self.run_id, self.scenario, kube, namespace, journal, self.timeline, observer,
-                                      self._node_root(), cluster)
-            self.handles.deploy_workload = self.create_workload_pods
+            self._handles = RunHandles(self.run_id, self.scenario, kube, namespace, journal, self.timeline, observer,
+                                       self._node_root(), cluster)
+            self._handles.create_workload = self._create_workload_pods
+            self._handles.kubeconfig = str(cluster.kubeconfig) if cluster else self.options.kubeconfig
+            self._handles.report_dir = self.options.report_dir / self.scenario.name
             driver = self.scenario.driver.name
             observer.watch("Pod", namespace)
             observer.watch("ResourceClaim", namespace)
@@ -120,6 +143,8 @@ class Runner:
             self._deploy()
             checker = threading.Thread(target=self._check_continuously, name="invariants", daemon=True)
             checker.start()
+            progress = threading.Thread(target=self._watch_progress, name="progress", daemon=True)
+            progress.start()
             self._play_timeline()
             self._settle()
             self._stop_checks.set()
@@ -131,6 +156,14 @@ class Runner:
             self.log(f"error: {exc}")
         finally:
             self._stop_checks.set()
+            if self._handles is not None:
+                self._handles.stop.set()
+            if self._player is not None:
+                self._player.join(timeout=30)
+            try:
+                self._count_fired()
+            except (DraguardError, OSError):
+                pass
             try:
                 self._teardown(cluster)
                 journal.close()
@@ -172,6 +205,9 @@ class Runner:
         config = ClusterConfig(
             feature_gates=dict(spec.feature_gates),
             runtime_config={k: "true" if v else "false" for k, v in spec.runtime_config.items()},
+            client_qps=spec.client_qps or DEFAULT_CLIENT_QPS,
+            client_burst=spec.client_burst or DEFAULT_CLIENT_BURST,
+            max_requests_inflight=spec.max_requests_inflight,
         )
         cluster = LocalCluster(f"run-{self.run_id}", config, bin_dir=self.options.bin_dir, progress=self.options.progress)
         t0 = time.monotonic()
@@ -210,32 +246,56 @@ class Runner:
             driver_root = Path(f"{h.node_root}-plugins")
             evidence = self.options.report_dir / sc.name
             evidence.mkdir(parents=True, exist_ok=True)
-            h.proxy_faults = h.node_root / "proxy-faults.json"
-            h.proxy_faults.write_text('{"faults": []}\n')
-            h.interposer = Interposer(driver_root, h.node_root, FaultSet(h.proxy_faults),
+            h.rpc_faults = FaultSet()  # in process: steps add validated rules, counted per rule
+            h.interposer = Interposer(driver_root, h.node_root, h.rpc_faults,
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
         names = [n.name for n in sc.nodes]
         labels: dict[str, str] = {}
-        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels)
+        # Pod sync workers: each prepare waits on the API and the driver, so at scale the default 8 made
+        # the fake nodes the ceiling (400 pods on 50 nodes: scheduled-to-Running lag grew to 15 s).
+        workers = 8 if len(names) <= PER_NODE_UP_TO else 32
+        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels,
+                                   extra_args=["--workers", str(workers)])  # fmt: skip
         h.nodes.start()
         if h.nodes.pid:
             h.journal.process(h.nodes.pid, "draguard nodes")
         self.log(f"{len(names)} fake node(s) registered")
-        for i, node in enumerate(sc.nodes):
-            if len(sc.nodes) > 1:
-                self.options.progress(Counted("starting fake drivers", i, len(sc.nodes)))
-            topo = h.node_root / f"{node.name}.topology.json"
-            topo.write_text(json.dumps(topology_file(node.topology, node.name)))
-            proc = FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
-                                     topology=topo, mutant=sc.driver.mutant)
-            proc.start()
-            if proc.pid:
-                h.journal.process(proc.pid, f"fake driver on {node.name}")
-            h.drivers[node.name] = proc
-        self._wait_slices(set(names), timeout=60)
+        started = time.monotonic()
+        node_topology: dict[str, Path] = {}
+        for node in sc.nodes:
+            node_topology[node.name] = h.node_root / f"{node.name}.topology.json"
+            node_topology[node.name].write_text(json.dumps(topology_file(node.topology, node.name)))
+        hosting = sc.driver.hosting
+        if hosting == "auto":
+            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO else "shared"
+        if hosting == "shared":
+            from ..driver.host import DriverHostProcess, HostedNode
+
+            host = DriverHostProcess(kubeconfig, driver_root, [
+                HostedNode(n.name, str(node_topology[n.name]), None, sc.driver.mutant) for n in sc.nodes
+            ], driver=sc.driver.name)  # fmt: skip
+            h.driver_host = host
+            host.start()
+            if host.pid:
+                h.journal.process(host.pid, f"fake driver host for {len(sc.nodes)} nodes")
+            h.drivers.update(host.handles())
+        else:
+            procs = [FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
+                                       topology=node_topology[node.name], mutant=sc.driver.mutant)
+                     for node in sc.nodes]  # fmt: skip
+            # Started together (each takes a second or more to import its libraries), then awaited.
+            with ThreadPoolExecutor(8) as pool:
+                for proc, error in zip(procs, pool.map(_start, procs)):
+                    if proc.pid:
+                        h.journal.process(proc.pid, f"fake driver on {proc.node}")
+                    h.drivers[proc.node] = proc
+                    if error is not None:
+                        raise error
+        self._wait_slices(set(names), timeout=max(60, len(names) / 5))
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
-                 + (", behind the gRPC interposer" if h.interposer else ""))
+                 + (", behind the gRPC interposer" if h.interposer else "")
+                 + f" ({hosting}, {time.monotonic() - started:.1f}s)")
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -261,25 +321,39 @@ class Runner:
             self._create(deploy.device_class(dc, self.run_id))
         for value in sorted({w.priority for w in sc.workloads if w.priority is not None and not w.priority_class_name}):
             self._create(deploy.priority_class(self.run_id, value))
+        first: list[Obj] = []
         for w in sc.workloads:
-            for obj in deploy.claim_objects(w, h.namespace, self.run_id):
-                self._create(obj)
+            first += deploy.claim_objects(w, h.namespace, self.run_id)
             if w.gang == "podgroup":
-                self._create(deploy.pod_group(w, h.namespace, self.run_id))
+                first.append(deploy.pod_group(w, h.namespace, self.run_id))
+        self._create_all(first)
         # Workloads that arrive with a later step (preempt) are held back until it creates them.
         deferred = deploy.deferred_workloads(sc)
-        for w, member in deploy.creation_order(sc):
-            if w.name not in deferred:
-                self._create(deploy.pod(w, member, h.namespace, self.run_id, sc.name))
-        self.log(f"deployed {sum(w.replicas for w in sc.workloads if w.name not in deferred)} pods "
-                 f"in {len(sc.workloads)} workload(s)")
+        pods = [deploy.pod(w, member, h.namespace, self.run_id, sc.name)
+                for w, member in deploy.creation_order(sc) if w.name not in deferred]  # fmt: skip
+        started = time.monotonic()
+        # Interleaved workloads (a0, b0, a1, ...) reproduce a race that needs that order: one at a time.
+        ordered = any(w.interleave_with for w in sc.workloads)
+        self._create_all(pods, parallel=1 if ordered else BULK_PARALLEL)
+        elapsed = time.monotonic() - started
+        self.log(f"deployed {len(pods)} pods in {len(sc.workloads)} workload(s) in {elapsed:.1f}s "
+                 f"({len(pods) / max(elapsed, 1e-3):.0f}/s, {'in order' if ordered else f'{BULK_PARALLEL} at a time'})")
 
-    def create_workload_pods(self, workload: str) -> None:
-        """Create the pods of a deferred workload (used by the ``preempt`` fault)."""
+    def _create_workload_pods(self, workload: str) -> None:
+        """Create the pods of a deferred workload (``arrive``, ``preempt``)."""
         h = self._h()
         w = self.scenario.workload(workload)
-        for member in range(w.replicas):
-            self._create(deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name))
+        self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name)
+                          for member in range(w.replicas)])  # fmt: skip
+
+    def _create_all(self, objs: list[Obj], parallel: int = BULK_PARALLEL) -> None:
+        """Create ``objs`` with at most ``parallel`` requests in flight; the first error is raised."""
+        for obj, result in zip(objs, self._h().kube.bulk(self._create, objs, parallel)):
+            if isinstance(result, HarnessError):
+                raise result
+            if isinstance(result, Exception):
+                md = obj["metadata"]
+                raise HarnessError(f"creating {obj['kind']} {md.get('namespace', '')}/{md['name']}: {result}") from result
 
     def _create(self, obj: Obj) -> Obj:
         h = self._h()
@@ -290,29 +364,22 @@ class Runner:
             raise HarnessError(f"creating {obj['kind']} {md.get('namespace', '')}/{md['name']}: {exc}") from exc
 
     def _play_timeline(self) -> None:
+        """Every step on its own thread; returns when all of them finished or gave up."""
         h = self._h()
-        pending = sorted(self.scenario.timeline, key=lambda s: (s.at is None, s.at.total_seconds() if s.at else 0, s.index))
-        start = time.monotonic()
-        while pending:
-            due_at = [s for s in pending if s.at is not None]
-            next_at = min((start + s.at.total_seconds() for s in due_at if s.at is not None), default=None)
-            whens = [s for s in pending if s.when is not None]
-            timeout = (next_at - time.monotonic()) if next_at is not None else 600.0
-            if timeout > 0:
-                if whens:
-                    h.observer.wait_for(lambda: any(self._condition(s.when) for s in whens if s.when), timeout)
-                else:
-                    time.sleep(timeout)
-            ready = [s for s in pending if (s.at is not None and time.monotonic() >= start + s.at.total_seconds())
-                     or (s.when is not None and self._condition(s.when))]
-            if not ready and next_at is None and whens:
-                for s in whens:
-                    self.result.steps.append(StepResult(s.name, s.fault, self.timeline.now(), False,
-                                                        f"condition never reached: {s.when}"))
-                return
-            for step in ready:
-                pending.remove(step)
-                self._run_step(step)
+        if not self.scenario.timeline:
+            return
+        self._player = TimelinePlayer(
+            self.scenario.timeline,
+            clock=self.timeline.now,
+            condition=self._condition,
+            wait_for=h.observer.wait_for,
+            execute=self._run_step,
+            stop=h.stop,
+        )
+        self._player.start()
+        longest = max((s.at.total_seconds() if s.at else 0.0) + s.timeout.total_seconds() for s in self.scenario.timeline)
+        if not self._player.join(timeout=longest + 600):
+            self.log("some steps are still running; moving on")
 
     def _condition(self, cond: Condition) -> bool:
         pods = [p for p in self._h().observer.objects("Pod")
@@ -326,11 +393,11 @@ class Runner:
             n = sum(1 for p in pods if p.get("status", {}).get("phase") == cond.phase)
         return n >= cond.count
 
-    def _run_step(self, step: Step) -> None:
+    def _run_step(self, step: Step) -> tuple[bool, str]:
         h = self._h()
         entry = FAULTS.get(step.fault)
         ctx = StepContext(h, step, random.Random(f"{self.seed}:{step.index}"))
-        t = self.timeline.now()
+        self._contexts[step.name] = ctx
         h.timeline.add("fault", step.fault, step.name, "start", f"target={step.target}")
         self.log(f"step {step.name}: {entry.summary}")
         try:
@@ -339,7 +406,26 @@ class Runner:
         except DraguardError as exc:
             ok, detail = False, str(exc)
         h.timeline.add("fault", step.fault, step.name, "done" if ok else "failed", detail)
-        self.result.steps.append(StepResult(step.name, step.fault, t, ok, detail))
+        return ok, detail
+
+    def _count_fired(self) -> None:
+        """Read how often each step's fault fired so far (kept at its highest: undo may reset counters)."""
+        for name, ctx in list(self._contexts.items()):
+            n = ctx.fired_count()
+            if n is not None:
+                self._fired[name] = max(n, self._fired.get(name, 0))
+
+    def _undo(self, until_cleanup: bool) -> None:
+        """Run the in-process undos of one kind, newest first, journaling each as undone."""
+        h = self._h()
+        for undo in [u for u in reversed(h.undo) if u.until_cleanup == until_cleanup]:
+            h.undo.remove(undo)
+            try:
+                undo.fn()
+                if undo.seq:
+                    h.journal.undone(undo.seq)
+            except DraguardError as exc:
+                self.log(f"undo failed: {exc}")
 
     def _settle(self) -> None:
         h = self._h()
@@ -347,15 +433,20 @@ class Runner:
         quiet = h.observer.wait_quiet(quiet=min(4.0, timeout), timeout=timeout)
         self._settled = True
         self.log("settled" if quiet else f"settle timeout ({timeout:.0f}s) reached while still changing")
-        self._judge([n for n in INVARIANTS.names() if n not in AFTER_CLEANUP])
+        self._judge(judged("continuously", "at-settle"))
 
     def _cleanup_phase(self) -> None:
         h = self._h()
-        pods = h.observer.objects("Pod")
-        for i, p in enumerate(pods):
-            if len(pods) > 1:
-                self.options.progress(Counted("deleting pods", i, len(pods)))
-            h.kube.delete("Pod", p["metadata"]["name"], h.namespace)
+        h.stop.set()  # steps still waiting or sleeping through a duration end now
+        if self._player is not None:
+            self._player.join(timeout=60)
+        self._count_fired()
+        self._undo(until_cleanup=True)
+        self.log("cleanup: faults that lasted until now are undone; deleting the workloads")
+        pods = [p["metadata"]["name"] for p in h.observer.objects("Pod")]
+        for name, result in zip(pods, h.kube.bulk(lambda n: h.kube.delete("Pod", n, h.namespace), pods)):
+            if isinstance(result, Exception):
+                raise HarnessError(f"deleting pod {h.namespace}/{name}: {result}") from result
         timeout = self.scenario.settle.cleanup.total_seconds()
 
         def quiet() -> bool:
@@ -363,28 +454,42 @@ class Runner:
                 return False
             if any((c.get("status") or {}).get("reservedFor") for c in h.observer.objects("ResourceClaim")):
                 return False
-            return all(not self._driver_state(n).prepared for n in h.drivers)
+            return all(not self._driver_state(n).prepared for n in h.drivers) and not self._calls_in_flight()
 
+        deadline = time.monotonic() + timeout
         gone = h.observer.wait_for(quiet, timeout)
+        # A prepare that outlived its caller (the kubelet gives up after 45 s) still completes and
+        # changes the node: judge only once no driver has a call in flight (within the same timeout).
+        from ..driver.inflight import in_flight
+
+        while self._calls_in_flight() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        busy = {n: in_flight(p.plugin_dir) for n, p in h.drivers.items() if in_flight(p.plugin_dir)}
         h.observer.wait_quiet(quiet=1.0, timeout=5.0)
-        self.log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s")
-        self._judge(list(AFTER_CLEANUP))
+        self.log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s"
+                 + (f"; calls still in flight: {busy}" if busy else ""))
+        self._judge(judged("after-cleanup"))
+
+    def _calls_in_flight(self) -> bool:
+        from ..driver.inflight import in_flight
+
+        return any(in_flight(p.plugin_dir) for p in self._h().drivers.values())
 
     def _teardown(self, cluster: LocalCluster | None) -> None:
-        h = self.handles
+        h = self._handles
         if h is not None:
-            for _, undo in reversed(h.undo):
-                try:
-                    undo()
-                except DraguardError as exc:
-                    self.log(f"undo failed: {exc}")
+            self._undo(until_cleanup=True)
+            self._undo(until_cleanup=False)
             h.observer.stop()
             # The timeline ends here: teardown's deletions are not part of what the scenario showed.
             self.result.timeline = TimelineEvents(tuple(h.timeline.events()))
             if cluster is None:  # a shared cluster: remove exactly what this run created
                 delete_labelled(h.kube, self.run_id)
-            for proc in h.drivers.values():
-                proc.stop()
+            if h.driver_host is not None:
+                h.driver_host.stop()
+            else:
+                for proc in h.drivers.values():
+                    proc.stop()
             if h.nodes is not None:
                 h.nodes.stop()
             if h.interposer is not None:
@@ -412,12 +517,17 @@ class Runner:
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, drivers_state: bool = True) -> Snapshot:
+        """What the invariants judge; ``drivers_state=False`` skips reading every node's checkpoint
+        (none of the continuous invariants needs it, and at 500 nodes it is 500 files a round)."""
         h = self._h()
+        grace = self.scenario.timing.gang_grace.total_seconds()
         gangs = tuple(
-            Gang(w.name, h.namespace, w.pod_names(), len(w.claims), self._settled) for w in self.scenario.workloads
+            Gang(w.name, h.namespace, w.pod_names(), len(w.claims), self._settled,
+                 min_count=w.min_count, grace=grace)
+            for w in self.scenario.workloads
         )
-        drivers = tuple(self._driver_state(n) for n in h.drivers)
+        drivers = tuple(self._driver_state(n) for n in h.drivers) if drivers_state else ()
         return Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
@@ -429,22 +539,51 @@ class Runner:
             gangs=gangs,
         )
 
-    def _judge(self, names: list[str]) -> None:
-        results = evaluate(self.snapshot(), names)
-        for name, violations in results.items():
-            self.checked.add(name)
-            for v in violations:
-                key = v.message
-                if key not in self.violations[name]:
-                    self.violations[name][key] = Evidence(v.message, tuple(v.objects), tuple(v.devices), round(v.time, 3))
-                    self.timeline.add("invariant", name, self.scenario.name, "violated", v.message)
+    def _judge(self, names: list[str], snapshot: Snapshot | None = None) -> None:
+        """Judge ``names`` now (over ``snapshot`` if given). A breach with a grace period counts once it
+        lasted that long, seen in judgment after judgment; it is reported from the time it started."""
+        with self._judge_lock:
+            snap = snapshot or self.snapshot()
+            for name, violations in evaluate(snap, names).items():
+                self.checked.add(name)
+                for key, evidence in record_breaches(name, violations, snap.time, self._first_seen,
+                                                     self.violations[name]):
+                    self.timeline.add("invariant", name, self.scenario.name, "violated", evidence.message)
 
     def _check_continuously(self) -> None:
+        names = judged("continuously")
+        incremental = Incremental()
+        whole = [n for n in names if n not in INCREMENTAL]
         while not self._stop_checks.wait(1.0):
             try:
-                self._judge(list(CONTINUOUS))
+                snapshot = self.snapshot(drivers_state=False)
+                self._judge([n for n in names if n in INCREMENTAL], incremental.reduce(snapshot))
+                self._judge(whole, snapshot)
             except DraguardError as exc:
                 self.timeline.add("invariant", "*", self.scenario.name, "error", str(exc))
+
+    def _watch_progress(self) -> None:
+        """Watch, on every change, for the progress ``expect.progress`` asks for; note when it happened."""
+        wanted = list(self.scenario.expect.progress)
+        if not wanted:
+            return
+        h = self._h()
+
+        def check() -> bool:
+            for p in wanted:
+                if p not in self._progress_seen and self._progress_reached(p):
+                    self._progress_seen[p] = self.timeline.now()
+                    self.timeline.add("expect", "progress", self.scenario.name, "reached", p.describe())
+            return len(self._progress_seen) == len(wanted) or self._stop_checks.is_set()
+
+        while not self._stop_checks.is_set():
+            if h.observer.wait_for(check, 1.0):
+                return
+
+    def _progress_reached(self, p: Progress) -> bool:
+        reached = [self._condition(Condition(w, p.phase, p.count or self.scenario.workload(w).replicas))
+                   for w in p.workloads]
+        return all(reached) if p.need == "all" else any(reached)
 
     # -- results ---------------------------------------------------------------------------------
     def _finish(self) -> None:
@@ -459,13 +598,112 @@ class Runner:
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
                 self.result.error = f"invariant {name} could not be judged (the run stopped early)"
+        self._finish_steps()
+        for p in exp.progress:
+            at = self._progress_seen.get(p)
+            self.result.expectation_results.append(ExpectationResult(
+                "progress", p.describe(), at is not None,
+                f"reached at {at:.1f}s" if at is not None else "never reached during the run"))
+        for rule in exp.evidence:
+            found = self.result.invariants[rule.invariant].violations
+            match = next((v for v in found if evidence_matches(rule, v, self._namespace())), None)
+            self.result.expectation_results.append(ExpectationResult(
+                "evidence", rule.describe(), match is not None,
+                f"carried by: {match.message}" if match is not None
+                else f"none of its {len(found)} violation(s) names it"))
         if self.result.timeline is None:  # stopped before the fleet: what the timeline has so far
             self.result.timeline = TimelineEvents(tuple(self.timeline.events()))
         # The runner writes no report files: renderers (draguard.reports) take the result from here.
+        self._spool.unlink(missing_ok=True)
+
+    def _finish_steps(self) -> None:
+        runs = self._player.runs if self._player is not None else {}
+        for step in self.scenario.timeline:
+            run = runs.get(step.name) or StepRun(step, detail="the run ended before the timeline started")
+            fired = self._fired.get(step.name)
+            status = step_status(run, fired)
+            detail = run.detail
+            if status == "late":
+                detail = f"started {run.late:.1f}s after it was due (tolerance {step.tolerance.total_seconds():g}s); {detail}"
+            elif status == "not-fired":
+                detail = f"its fault never fired; {detail}"
+            self.result.steps.append(StepResult(
+                step.name, step.fault, run.ran if run.ran is not None else (run.due or 0.0), status == "ok", detail,
+                due=run.due, ran=run.ran, finished=run.finished, fired=fired, optional=step.optional, status=status))
+
+    def _namespace(self) -> str:
+        return self._handles.namespace if self._handles is not None else ""
 
     def _h(self) -> RunHandles:
-        assert self.handles is not None
-        return self.handles
+        assert self._handles is not None
+        return self._handles
+
+
+def record_breaches(name: str, violations: list[Violation], now: float, first_seen: dict[tuple[str, str], float],
+                    recorded: dict[str, Evidence]) -> list[tuple[str, Evidence]]:
+    """Fold one judgment of invariant ``name`` into ``recorded`` (key -> evidence); returns what is new.
+
+    A breach counts once it has lasted its grace period, seen judgment after judgment (``first_seen``
+    remembers when each started); it is recorded with the time it started. A breach gone from a
+    judgment before its grace period ran out starts over."""
+    new: list[tuple[str, Evidence]] = []
+    present = set()
+    for v in violations:
+        key = v.key or v.message
+        present.add((name, key))
+        started = first_seen.setdefault((name, key), v.time)
+        if now - started < v.grace or key in recorded:
+            continue
+        recorded[key] = Evidence(v.message, tuple(v.objects), tuple(v.devices), round(started, 3))
+        new.append((key, recorded[key]))
+    for seen in [k for k in first_seen if k[0] == name and k not in present]:
+        del first_seen[seen]
+    return new
+
+
+def step_status(run: StepRun, fired: int | None) -> StepStatus:
+    """What became of a step: never ran, errored, ran late, never fired, or ok."""
+    if run.ran is None:
+        return "never-ran"
+    if not run.ok:
+        return "error"
+    if run.late > run.step.tolerance.total_seconds():
+        return "late"
+    if fired == 0:
+        return "not-fired"
+    return "ok"
+
+
+def evidence_matches(rule: EvidenceRule, v: Evidence, namespace: str) -> bool:
+    """Whether violation ``v`` names everything ``rule`` asks for."""
+    pods = [o.split("/", 2)[2] for o in v.objects if o.startswith("Pod/") and o.count("/") >= 2]
+    claims = [o.split("/", 2)[2] for o in v.objects if o.startswith("ResourceClaim/") and o.count("/") >= 2]
+    if rule.workload is not None:
+        if rule.member is not None:
+            if f"{rule.workload}-{rule.member}" not in pods:
+                return False
+        elif not any(p.rsplit("-", 1)[0] == rule.workload and p.rsplit("-", 1)[-1].isdigit() for p in pods):
+            return False
+    if rule.claim is not None:
+        # Claims from a template are named <pod>-<claim>-<suffix>; a shared one <workload>-<claim>.
+        prefix = f"{rule.workload}-"
+        if not any(c.startswith(prefix) and f"-{rule.claim}" in c[len(prefix) - 1:] for c in claims):
+            return False
+    devices = [d.split("/") for d in v.devices]
+    if rule.node is not None and not any(len(d) >= 3 and d[-2] == rule.node for d in devices):
+        return False
+    if rule.device is not None and not any(d[-1] == rule.device and (rule.node is None or d[-2] == rule.node)
+                                           for d in devices):
+        return False
+    return True
+
+
+def _start(proc: Any) -> HarnessError | None:
+    try:
+        proc.start()
+        return None
+    except HarnessError as exc:
+        return exc
 
 
 def _dra_gate(name: str) -> bool:

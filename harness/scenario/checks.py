@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from draguard.harness.registry import Registry
+from draguard.harness.scenario.model import MAX_NODES, MAX_NODES_PER_GROUP, MAX_PODS, MAX_REPLICAS
 from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
 
 __all__ = ["check_document", "expand_node_names"]
@@ -62,11 +63,25 @@ def _unique(items: list[Any], key: str, path: Path, what: str) -> Iterator[Issue
             seen[name] = i
 
 
+def _group_size(group: dict[str, Any]) -> int:
+    """How many nodes a group declares; 0 when its ``count`` is out of bounds (the schema pass says so)."""
+    if _str(group.get("namePrefix")) is None:
+        return 1 if _str(group.get("name")) is not None else 0
+    count = group.get("count")
+    if count is None:
+        return 1
+    n = _int(count)
+    return n if n is not None and 1 <= n <= MAX_NODES_PER_GROUP else 0
+
+
 def expand_node_names(group: dict[str, Any]) -> list[str]:
-    """Node names of one node group: ``[name]`` or ``<namePrefix>-0`` ... ``<namePrefix>-<count-1>``."""
+    """Node names of one node group: ``[name]`` or ``<namePrefix>-0`` ... ``<namePrefix>-<count-1>``.
+
+    Never allocates in proportion to an unchecked number: a ``count`` outside 1..MAX_NODES_PER_GROUP
+    expands to nothing (the schema pass reports the count itself).
+    """
     if _str(group.get("namePrefix")) is not None:
-        count = _int(group.get("count"))
-        return [f"{group['namePrefix']}-{i}" for i in range(count if count and count > 0 else 1)]
+        return [f"{group['namePrefix']}-{i}" for i in range(_group_size(group))]
     name = _str(group.get("name"))
     return [name] if name is not None else []
 
@@ -84,8 +99,10 @@ class _Checker:
             name: w for w in _list(self.spec.get("workloads")) if (name := _str(_dict(w).get("name"))) is not None
         }
         self.node_names: list[str] = []
-        for group in _list(self.spec.get("nodes")):
-            self.node_names += expand_node_names(_dict(group))
+        self.too_many_nodes = sum(_group_size(_dict(g)) for g in _list(self.spec.get("nodes"))) > MAX_NODES
+        if not self.too_many_nodes:  # names are built only once their total is known to be bounded
+            for group in _list(self.spec.get("nodes")):
+                self.node_names += expand_node_names(_dict(group))
         self.classes = {
             name for c in _list(self.spec.get("deviceClasses")) if (name := _str(_dict(c).get("name"))) is not None
         }
@@ -112,6 +129,11 @@ class _Checker:
             for key in ("kubeconfig", "context"):
                 if cluster.get(key) is not None:
                     self.add(("spec", "cluster", key), f"{key!r} needs backend: kubeconfig", on_key=True)
+        else:
+            for key in ("clientQps", "clientBurst", "maxRequestsInflight"):
+                if cluster.get(key) is not None:
+                    self.add(("spec", "cluster", key), f"{key!r} configures the local control plane; an existing "
+                             "cluster keeps its own", on_key=True)  # fmt: skip
 
     def driver(self) -> None:
         driver = _dict(self.spec.get("driver"))
@@ -121,6 +143,9 @@ class _Checker:
                 self.add(path, "missing 'deviceClass': the DeviceClass the external driver installs")
             if driver.get("mutant") is not None:
                 self.add(path + ("mutant",), "mutants exist for the fake driver only", on_key=True)
+            if driver.get("hosting") is not None:
+                self.add(path + ("hosting",), "'hosting' is how draguard runs its fake driver: fake driver only",
+                         on_key=True)  # fmt: skip
             if driver.get("interpose") is True:
                 self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
                          "fake driver only", on_key=True)  # fmt: skip
@@ -132,6 +157,9 @@ class _Checker:
         groups = _list(self.spec.get("nodes"))
         if self.driver_kind == "fake" and isinstance(self.spec.get("nodes", []), list) and not groups:
             self.add(("spec", "nodes"), "the fake driver needs at least one node group in 'nodes'")
+        if self.too_many_nodes:
+            total = sum(_group_size(_dict(g)) for g in groups)
+            self.add(("spec", "nodes"), f"expected at most {MAX_NODES} nodes in all groups together, got {total}")
         seen: dict[str, Path] = {}
         for i, raw in enumerate(groups):
             group = _dict(raw)
@@ -143,7 +171,7 @@ class _Checker:
                 self.add(path + ("count",), "'count' needs 'namePrefix' (nodes are named <namePrefix>-<i>)",
                          on_key=True)  # fmt: skip
             key = "namePrefix" if group.get("namePrefix") is not None else "name"
-            for name in expand_node_names(group):
+            for name in [] if self.too_many_nodes else expand_node_names(group):
                 if name in seen:
                     self.add(path + (key,), f"node {name!r} is declared twice; first by {render_path(seen[name])}")
                     break
@@ -178,6 +206,10 @@ class _Checker:
     def workloads_(self) -> None:
         workloads = _list(self.spec.get("workloads"))
         self.extend(_unique(workloads, "name", ("spec", "workloads"), "workload name"))
+        pods = sum(r for w in workloads if (r := _int(_dict(w).get("replicas"))) is not None and 0 < r <= MAX_REPLICAS)
+        if pods > MAX_PODS:
+            self.add(("spec", "workloads"), f"expected at most {MAX_PODS} pods (replicas) in all workloads together, "
+                     f"got {pods}")  # fmt: skip
         gates = _dict(_dict(self.spec.get("cluster")).get("featureGates"))
         for i, raw in enumerate(workloads):
             if not isinstance(raw, dict):
@@ -252,15 +284,40 @@ class _Checker:
             if isinstance(name, str) and name not in names:
                 self.add(path + ("requests", r), self._unknown("request", name, names))
 
+    def capabilities(self) -> dict[str, str]:
+        """What this scenario's run can do -> why not, for each capability it lacks."""
+        cluster = _dict(self.spec.get("cluster"))
+        driver = _dict(self.spec.get("driver"))
+        lacks: dict[str, str] = {}
+        if self.driver_kind != "fake":
+            lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
+            lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
+        if (_str(cluster.get("backend")) or "local") != "local":
+            lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
+        if driver.get("interpose") is not True:
+            lacks["interposer"] = "spec.driver.interpose is not true"
+        return lacks
+
     def timeline(self) -> None:
         steps = _list(self.spec.get("timeline"))
         self.extend(_unique(steps, "name", ("spec", "timeline"), "step name"))
+        earlier: list[str] = []
         for i, raw in enumerate(steps):
             if isinstance(raw, dict):
-                self.step(raw, ("spec", "timeline", i))
+                self.step(raw, ("spec", "timeline", i), earlier)
+                earlier.append(_str(raw.get("name")) or f"{i}-{raw.get('fault')}")
 
-    def step(self, step: dict[str, Any], path: Path) -> None:
-        self.extend(_exactly_one(step, ("at", "when"), path))
+    def step(self, step: dict[str, Any], path: Path, earlier: list[str] | None = None) -> None:
+        self.extend(_exactly_one(step, ("at", "when", "after"), path))
+        after = step.get("after")
+        if isinstance(after, dict) and isinstance(after.get("step"), str) and earlier is not None:
+            if after["step"] not in earlier:
+                self.add(path + ("after", "step"), self._unknown("earlier step", after["step"], earlier,
+                         hint="a step can only follow one listed before it"))  # fmt: skip
+        for key in ("timeout",):
+            if step.get(key) is not None and step.get("at") is not None:
+                self.add(path + (key,), f"{key!r} is for 'when' and 'after' steps; an 'at' step has no condition",
+                         on_key=True)  # fmt: skip
         when = step.get("when")
         if isinstance(when, dict):
             workload = self.workload_ref(when, path + ("when",))
@@ -281,7 +338,12 @@ class _Checker:
             known = ", ".join(names) or "none registered (is draguard.chaos imported?)"
             self.add(path + ("fault",), f"unknown fault kind {kind!r}; {guess}known: {known}")
             return
-        params_model = self.faults.get(kind).params
+        entry = self.faults.get(kind)
+        lacks = self.capabilities()
+        for need in entry.meta.get("needs", ()):
+            if need in lacks:
+                self.add(path + ("fault",), f"fault {kind!r} cannot run here: it needs {need}, but {lacks[need]}")
+        params_model = entry.params
         params = step.get("params", {})
         if not isinstance(params, dict):
             return  # the schema pass reports it
@@ -289,6 +351,9 @@ class _Checker:
             if params:
                 self.add(path + ("params",), f"fault {kind!r} takes no params")
             return
+        arriving = params.get("workload")
+        if isinstance(arriving, str) and arriving not in self.workloads:
+            self.add(path + ("params", "workload"), self._unknown("workload", arriving, self.workloads))
         try:
             params_model.model_validate(params)
         except ValidationError as exc:
@@ -343,6 +408,43 @@ class _Checker:
         for i, name in enumerate(lists["violate"]):
             if isinstance(name, str) and name in lists["hold"]:
                 self.add(("spec", "expect", "violate", i), f"invariant {name!r} cannot both hold and be violated")
+        for i, raw in enumerate(_list(expect.get("evidence"))):
+            item = _dict(raw)
+            path: Path = ("spec", "expect", "evidence", i)
+            inv = _str(item.get("invariant"))
+            if inv is not None and inv not in lists["violate"]:
+                self.add(path + ("invariant",), f"evidence is for violations: list {inv!r} in expect.violate first")
+            if isinstance(raw, dict) and not any(item.get(k) is not None for k in ("workload", "claim", "node", "device")):
+                self.add(path, "name what the violation must carry: one of 'workload', 'claim', 'node', 'device'")
+            workload = self.workload_ref(item, path)
+            for key in ("member", "claim"):
+                if item.get(key) is not None and item.get("workload") is None:
+                    self.add(path + (key,), f"{key!r} needs 'workload'", on_key=True)
+            member = _int(item.get("member"))
+            replicas = _int(_dict(workload).get("replicas"))
+            if member is not None and replicas is not None and member >= replicas:
+                self.add(path + ("member",), f"expected a member index from 0 to {replicas - 1}, got {member}")
+            claim = _str(item.get("claim"))
+            if claim is not None and workload is not None:
+                claims = {n for c in _list(workload.get("claims")) if (n := _str(_dict(c).get("name"))) is not None}
+                if claim not in claims:
+                    self.add(path + ("claim",), self._unknown(f"claim of workload {workload.get('name')!r}", claim, claims))
+            node = _str(item.get("node"))
+            if node is not None and self.node_names and node not in self.node_names:
+                self.add(path + ("node",), self._unknown("node", node, self.node_names))
+        for i, raw in enumerate(_list(expect.get("progress"))):
+            item = _dict(raw)
+            path = ("spec", "expect", "progress", i)
+            count = _int(item.get("count"))
+            for j, name in enumerate(_list(item.get("workloads"))):
+                if not isinstance(name, str):
+                    continue
+                if name not in self.workloads:
+                    self.add(path + ("workloads", j), self._unknown("workload", name, self.workloads))
+                    continue
+                replicas = _int(_dict(self.workloads[name]).get("replicas"))
+                if count is not None and replicas is not None and count > replicas:
+                    self.add(path + ("count",), f"expected at most the replicas of {name} ({replicas}), got {count}")
 
     @staticmethod
     def _unknown(what: str, name: str, known: Any, hint: str = "") -> str:

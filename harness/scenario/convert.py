@@ -121,7 +121,7 @@ def _nodes(groups: list[m.NodeGroupSpec]) -> tuple[t.Node, ...]:
     return tuple(nodes)
 
 
-def _step(i: int, x: m.StepSpec, faults: Registry[Any], replicas: Mapping[str, int]) -> t.Step:
+def _step(i: int, x: m.StepSpec, faults: Registry[Any], replicas: Mapping[str, int], timing: m.TimingSpec) -> t.Step:
     params_model = faults.get(x.fault).params
     params = params_model.model_validate(x.params) if params_model is not None else None
     target = x.target
@@ -145,6 +145,10 @@ def _step(i: int, x: m.StepSpec, faults: Registry[Any], replicas: Mapping[str, i
             else None
         ),
         params=params,
+        after=t.After(x.after.step, x.after.delay) if x.after else None,
+        tolerance=x.tolerance or timing.step_tolerance,
+        timeout=x.timeout or timing.condition_timeout,
+        optional=x.optional,
     )
 
 
@@ -155,7 +159,7 @@ def to_scenario(
     s = doc.spec
     workloads = tuple(_workload(w) for w in s.workloads)
     replicas = {w.name: w.replicas for w in workloads}
-    steps = tuple(_step(i, x, faults, replicas) for i, x in enumerate(s.timeline))
+    steps = tuple(_step(i, x, faults, replicas, s.timing) for i, x in enumerate(s.timeline))
     violate = tuple(s.expect.violate)
     hold = tuple(s.expect.hold) if s.expect.hold is not None else tuple(
         name for name in invariants.names() if name not in violate
@@ -171,8 +175,12 @@ def to_scenario(
             context=s.cluster.context,
             feature_gates=_ro(s.cluster.feature_gates),
             runtime_config=_ro(s.cluster.runtime_config),
+            client_qps=s.cluster.client_qps,
+            client_burst=s.cluster.client_burst,
+            max_requests_inflight=s.cluster.max_requests_inflight,
         ),
-        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, s.driver.interpose),
+        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, s.driver.interpose,
+                        s.driver.hosting),
         nodes=_nodes(s.nodes),
         device_classes=tuple(
             t.DeviceClass(c.name, tuple(c.selectors), c.extended_resource_name) for c in s.device_classes
@@ -180,6 +188,13 @@ def to_scenario(
         workloads=workloads,
         timeline=steps,
         settle=t.Settle(s.settle.timeout, s.settle.cleanup),
-        expect=t.Expectations(hold=hold, violate=violate),
+        expect=t.Expectations(
+            hold=hold,
+            violate=violate,
+            evidence=tuple(t.EvidenceRule(e.invariant, e.workload, e.member, e.claim, e.node, e.device)
+                           for e in s.expect.evidence),
+            progress=tuple(t.Progress(tuple(p.workloads), p.phase, p.count, p.need) for p in s.expect.progress),
+        ),
+        timing=t.Timing(s.timing.step_tolerance, s.timing.condition_timeout, s.timing.gang_grace),
     )
 

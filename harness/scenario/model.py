@@ -39,6 +39,7 @@ from draguard.harness.scenario.types import (
     AttributeValue,
     Backend,
     ClaimSource,
+    DriverHosting,
     DriverKind,
     GangPolicy,
     Member,
@@ -79,11 +80,51 @@ __all__ = [
     "SharingSpec",
     "OpaqueConfigSpec",
     "StepSpec",
+    "AfterSpec",
+    "TimingSpec",
+    "EvidenceSpec",
+    "ProgressSpec",
     "ConditionSpec",
     "TargetSpec",
     "SettleSpec",
     "ExpectSpec",
+    "LIMITS",
 ]
+
+# ---------------------------------------------------------------------------------------------
+# Bounds on every count. Validation enforces each before anything is built from it (a node list, pod
+# names, devices); the schema publishes them as ``maximum``. Cross-field totals live in checks.py.
+
+MAX_NODES_PER_GROUP = 1000
+"""``nodes[].count``."""
+MAX_NODES = 5000
+"""All node groups together."""
+MAX_DEVICES_PER_NODE = 128
+"""``topology.gpus`` and ``topology.devices``: one ResourceSlice holds at most 128 devices (resource/v1)."""
+MAX_REPLICAS = 10_000
+"""``workloads[].replicas`` (and ``minCount``, ``when.count``)."""
+MAX_PODS = 20_000
+"""All workloads' replicas together."""
+MAX_DEVICES_PER_REQUEST = 128
+"""A request's (or sub-request's) ``count``: no node publishes more devices than a slice holds."""
+MAX_EXTENDED_RESOURCE = 128
+"""A legacy extended resource's amount per pod."""
+MAX_SECONDS = 366 * 24 * 3600
+"""Whole-second fields such as ``tolerationSeconds`` (one year)."""
+MAX_SEED = 2**63 - 1
+MAX_CLIENT_QPS = 100_000
+"""The local control plane's client rate limits and in-flight requests."""
+
+LIMITS: dict[str, int] = {
+    "nodes[].count": MAX_NODES_PER_GROUP,
+    "nodes (all groups)": MAX_NODES,
+    "devices per node (topology.gpus, topology.devices)": MAX_DEVICES_PER_NODE,
+    "workloads[].replicas": MAX_REPLICAS,
+    "pods (all workloads)": MAX_PODS,
+    "requests[].count": MAX_DEVICES_PER_REQUEST,
+    "workloads[].extendedResources values": MAX_EXTENDED_RESOURCE,
+}
+"""The bounds in words, for documentation and error messages."""
 
 # ---------------------------------------------------------------------------------------------
 # Value types
@@ -101,6 +142,8 @@ def parse_duration(value: Any) -> timedelta:
     if not isinstance(value, str) or not _DURATION.match(value.strip()):
         raise ValueError(f"expected {DURATION_HINT}, got {value!r}")
     seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value.strip()))
+    if seconds > MAX_SECONDS:  # also keeps timedelta from overflowing
+        raise ValueError(f"expected at most {MAX_SECONDS // 3600}h, got {value!r}")
     return timedelta(seconds=seconds)
 
 
@@ -232,6 +275,12 @@ class ClusterSpec(_Model):
     """Kubernetes feature gates, set on every component, e.g. ``{GenericWorkload: true}`` for gang scheduling."""
     runtime_config: dict[str, bool] = {}
     """Extra kube-apiserver ``--runtime-config`` entries, e.g. ``{scheduling.k8s.io/v1beta1: true}``."""
+    client_qps: int | None = Field(default=None, ge=1, le=MAX_CLIENT_QPS)
+    """``--kube-api-qps`` of the local scheduler and controller manager (``local`` only; default 500)."""
+    client_burst: int | None = Field(default=None, ge=1, le=MAX_CLIENT_QPS)
+    """``--kube-api-burst`` of the local scheduler and controller manager (``local`` only; default 1000)."""
+    max_requests_inflight: int | None = Field(default=None, ge=2, le=MAX_CLIENT_QPS)
+    """kube-apiserver ``--max-requests-inflight`` (``local`` only; mutating gets half; default: the apiserver's)."""
 
 
 class DriverSpec(_Model):
@@ -246,6 +295,10 @@ class DriverSpec(_Model):
     interpose: bool = False
     """Put the gRPC interposer between the fake nodes and the driver: every call is recorded into the
     report (``grpc-calls.jsonl``) and prepare/unprepare faults are injected there (``fake`` only)."""
+    hosting: DriverHosting = "auto"
+    """``per-node``: one fake driver process per node (fidelity: a crash or restart is a real process's);
+    ``shared``: one process serves every node's sockets, each node's state, checkpoint and faults kept
+    apart (hundreds of nodes in seconds); ``auto``: per-node up to 16 nodes, shared above (``fake`` only)."""
 
 
 class DeviceTaintSpec(_Model):
@@ -275,19 +328,19 @@ class TopologySpec(_Model):
 
     preset: DnsLabel | None = None
     """A named topology of the fake driver (e.g. ``h100-sxm-8``)."""
-    gpus: int | None = Field(default=None, ge=1, le=128)
+    gpus: int | None = Field(default=None, ge=1, le=MAX_DEVICES_PER_NODE)
     """Generate this many GPUs (``gpu-0`` ... ``gpu-<n-1>``)."""
     product_name: str | None = None
     """``productName`` attribute of generated GPUs."""
     memory: Quantity | None = None
     """``memory`` capacity of each generated GPU."""
-    nvlink_domains: int = Field(default=1, ge=1)
+    nvlink_domains: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_NODE)
     """Generated GPUs are split evenly into this many NVLink domains (attribute ``nvlinkDomain``)."""
-    numa_nodes: int = Field(default=1, ge=1)
+    numa_nodes: int = Field(default=1, ge=1, le=MAX_DEVICES_PER_NODE)
     """Generated GPUs are split evenly across this many NUMA nodes (``resource.kubernetes.io/numaNode``)."""
     allow_multiple_allocations: bool = False
     """Generated GPUs may be allocated to several claims at once."""
-    devices: list[DeviceSpec] | None = Field(default=None, min_length=1, max_length=128)
+    devices: list[DeviceSpec] | None = Field(default=None, min_length=1, max_length=MAX_DEVICES_PER_NODE)
     """An explicit device list."""
 
 
@@ -298,7 +351,7 @@ class NodeGroupSpec(_Model):
     """The name of a single node."""
     name_prefix: DnsSubdomain | None = None
     """Prefix of ``count`` nodes named ``<namePrefix>-<i>``."""
-    count: int | None = Field(default=None, ge=1, le=1000)
+    count: int | None = Field(default=None, ge=1, le=MAX_NODES_PER_GROUP)
     """How many nodes (with ``namePrefix``; default 1)."""
     labels: dict[str, str] = {}
     """Node labels."""
@@ -324,7 +377,7 @@ class TolerationSpec(_Model):
     """Taint value (``Equal``)."""
     effect: TaintEffect | None = None
     """Taint effect to tolerate (empty: all)."""
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    toleration_seconds: int | None = Field(default=None, ge=0, le=MAX_SECONDS)
     """For ``NoExecute``: how long the allocation stays after the taint appears."""
 
 
@@ -337,7 +390,7 @@ class SubRequestSpec(_Model):
     """CEL selectors on top of the class's."""
     allocation_mode: AllocationMode = "ExactCount"
     """``ExactCount`` (``count`` devices) or ``All`` (every matching device of a node)."""
-    count: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, le=MAX_DEVICES_PER_REQUEST)
     """Number of devices for ``ExactCount`` (default 1)."""
     tolerations: list[TolerationSpec] = Field(default=[], max_length=16)
     """Device taints to tolerate."""
@@ -354,7 +407,7 @@ class RequestSpec(_Model):
     """CEL selectors on top of the class's."""
     allocation_mode: AllocationMode = "ExactCount"
     """``ExactCount`` (``count`` devices) or ``All`` (every matching device of a node)."""
-    count: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, le=MAX_DEVICES_PER_REQUEST)
     """Number of devices for ``ExactCount`` (default 1)."""
     admin_access: bool = False
     """Admin access: the devices stay allocatable to others (monitoring)."""
@@ -407,13 +460,13 @@ class ClaimSpec(_Model):
 class WorkloadSpec(_Model):
     name: DnsLabel
     """Workload name; pods are named ``<name>-<i>``."""
-    replicas: int = Field(ge=1, le=1000)
+    replicas: int = Field(ge=1, le=MAX_REPLICAS)
     """Number of pods in the gang."""
     gang: GangPolicy = "none"
     """``none``: pods scheduled one by one; ``podgroup``: the Workload/PodGroup API (needs GenericWorkload)."""
-    min_count: int | None = Field(default=None, ge=1)
+    min_count: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
     """PodGroup ``minCount`` (``podgroup`` only; default ``replicas``)."""
-    priority: int | None = None
+    priority: int | None = Field(default=None, ge=-(2**31), le=10**9)
     """Pod priority value (or use ``priorityClassName``)."""
     priority_class_name: DnsSubdomain | None = None
     """An existing PriorityClass."""
@@ -423,7 +476,7 @@ class WorkloadSpec(_Model):
     """Container image (default: the runner's pause image)."""
     run_for: PositiveDuration | None = None
     """Each pod exits successfully after this long (default: runs until the scenario ends)."""
-    extended_resources: dict[str, int] = {}
+    extended_resources: dict[str, Annotated[int, Field(ge=0, le=MAX_EXTENDED_RESOURCE)]] = {}
     """Legacy extended resources per pod (``nvidia.com/gpu: 1``)."""
     claims: list[ClaimSpec] = []
     """The pod's resource claims."""
@@ -434,7 +487,7 @@ class ConditionSpec(_Model):
     """The workload whose pods are watched."""
     phase: PodPhase
     """``Pending``, ``Scheduled`` (bound to a node), ``Running``, ``Succeeded``, ``Failed`` or ``Deleted``."""
-    count: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
     """How many members must be in ``phase`` (default: all replicas)."""
 
 
@@ -451,8 +504,16 @@ class TargetSpec(_Model):
     """A device name on the targeted node."""
 
 
+class AfterSpec(_Model):
+    step: DnsLabel
+    """The name of an earlier step (``<index>-<fault>`` when it has none)."""
+    delay: Duration = timedelta(0)
+    """How long after that step started."""
+
+
 class StepSpec(_Model):
-    """Exactly one of ``at`` or ``when``."""
+    """Exactly one of ``at``, ``when`` or ``after``. Every step runs on its own: a step that lasts
+    (``duration``) never delays another."""
 
     name: DnsLabel | None = None
     """Step name for reports (default ``<index>-<fault>``)."""
@@ -460,6 +521,15 @@ class StepSpec(_Model):
     """Time after the workloads are created."""
     when: ConditionSpec | None = None
     """Run as soon as this condition is reached."""
+    after: AfterSpec | None = None
+    """Run this long after another step started (e.g. while that step's fault is still on)."""
+    tolerance: PositiveDuration | None = None
+    """How late the step may start after it was due before it fails the scenario (default
+    ``spec.timing.stepTolerance``)."""
+    timeout: PositiveDuration | None = None
+    """How long a ``when``/``after`` step waits for its condition (default ``spec.timing.conditionTimeout``)."""
+    optional: bool = False
+    """Whether the scenario still passes if this step errs, runs late, never runs or never fires."""
     fault: FaultKind
     """The fault kind (see ``draguard schema`` for the known kinds)."""
     target: TargetSpec | None = None
@@ -475,15 +545,58 @@ class SettleSpec(_Model):
     """How long consumers may take to go after deletion before ``no-leak`` judges."""
 
 
+class TimingSpec(_Model):
+    step_tolerance: PositiveDuration = timedelta(seconds=3)
+    """How late a step may start after it was due (``at``/``after``) before it fails the scenario."""
+    condition_timeout: PositiveDuration = timedelta(minutes=2)
+    """How long a ``when``/``after`` step waits for its condition before it counts as never run."""
+    gang_grace: PositiveDuration = timedelta(seconds=30)
+    """How long a gang may stay partial while the run goes on before ``gang-atomic`` reports it."""
+
+
+class EvidenceSpec(_Model):
+    """A violation of ``invariant`` must name these (at least one of workload, claim, node, device)."""
+
+    invariant: str
+    """An invariant listed in ``violate``."""
+    workload: DnsLabel | None = None
+    """A pod of this workload must be among the violation's objects."""
+    member: int | None = Field(default=None, ge=0)
+    """...this member of it (needs ``workload``)."""
+    claim: DnsLabel | None = None
+    """A claim of ``workload`` (its claim name) must be among the objects."""
+    node: DnsSubdomain | None = None
+    """A device of this node (pool) must be among the violation's devices."""
+    device: DnsLabel | None = None
+    """This device must be among the violation's devices."""
+
+
+class ProgressSpec(_Model):
+    """Progress that must be seen at some moment of the run, so that a fix cannot pass by doing nothing."""
+
+    workloads: list[DnsLabel] = Field(min_length=1)
+    """The workloads that must get there."""
+    phase: PodPhase = "Running"
+    """The phase their pods reach (``Scheduled``: bound to a node)."""
+    count: int | None = Field(default=None, ge=1)
+    """How many members of each (default: all replicas)."""
+    need: Literal["all", "any"] = "all"
+    """Whether every listed workload must get there, or any one of them (the winner of a race)."""
+
+
 class ExpectSpec(_Model):
     hold: list[str] | None = None
     """Invariants that must hold (default: every invariant not listed in ``violate``)."""
     violate: list[str] = []
     """Invariants an incident reproduction must show violated."""
+    evidence: list[EvidenceSpec] = Field(default=[], max_length=32)
+    """What a violation must name to count: the reason, not just the invariant."""
+    progress: list[ProgressSpec] = Field(default=[], max_length=32)
+    """Progress that must happen during the run."""
 
 
 class ScenarioSpec(_Model):
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     """Seed for every random choice (``random`` members and nodes, jitter)."""
     cluster: ClusterSpec = ClusterSpec()
     """The Kubernetes cluster."""
@@ -499,6 +612,8 @@ class ScenarioSpec(_Model):
     """Chaos steps."""
     settle: SettleSpec = SettleSpec()
     """Settle and cleanup timeouts."""
+    timing: TimingSpec = TimingSpec()
+    """Step tolerance, condition timeout and gang grace period."""
     expect: ExpectSpec = ExpectSpec()
     """Invariants that must hold, and violations an incident reproduction must show."""
 

@@ -57,6 +57,10 @@ __all__ = [
     "Sharing",
     "OpaqueConfig",
     "Step",
+    "After",
+    "Timing",
+    "EvidenceRule",
+    "Progress",
     "Condition",
     "Target",
     "Settle",
@@ -69,6 +73,7 @@ KIND = "Scenario"
 Backend = Literal["local", "kubeconfig"]
 """``local``: draguard starts its own control plane; ``kubeconfig``: an existing cluster."""
 DriverKind = Literal["fake", "external"]
+DriverHosting = Literal["auto", "per-node", "shared"]
 """``fake``: draguard's fake DRA driver on fake nodes; ``external``: a driver already installed."""
 GangPolicy = Literal["none", "podgroup"]
 """``none``: pods are scheduled one by one; ``podgroup``: the Kubernetes Workload/PodGroup API."""
@@ -92,6 +97,10 @@ class Cluster:
     context: str | None
     feature_gates: Mapping[str, bool]
     runtime_config: Mapping[str, bool]
+    client_qps: int | None = None
+    """Local backend: the scheduler's and controller manager's ``--kube-api-qps`` (None: the backend's default)."""
+    client_burst: int | None = None
+    max_requests_inflight: int | None = None
 
     @property
     def gang_scheduling(self) -> bool:
@@ -110,6 +119,13 @@ class Driver:
     """The DeviceClass an ``external`` driver installs; None for ``fake``."""
     interpose: bool = False
     """Whether the gRPC interposer sits between the fake nodes and the driver."""
+    hosting: DriverHosting = "auto"
+    """``per-node``: one fake driver process per node (fidelity); ``shared``: one process serves every
+    node's sockets (scale); ``auto``: per-node up to :data:`PER_NODE_UP_TO` nodes, shared above."""
+
+
+PER_NODE_UP_TO = 16
+"""``driver.hosting: auto`` runs a process per node up to this many nodes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,8 +294,17 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class After:
+    """Due ``delay`` after step ``step`` started."""
+
+    step: str
+    delay: timedelta
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
-    """One chaos step: run ``fault`` at ``at`` after the start, or as soon as ``when`` is reached."""
+    """One chaos step: run ``fault`` at ``at`` after the start, as soon as ``when`` is reached, or
+    ``after`` another step started. Exactly one of the three is set."""
 
     index: int
     name: str
@@ -290,6 +315,12 @@ class Step:
     target: Target | None
     params: BaseModel | None
     """An instance of the fault's registered params model, or None if it has none."""
+    after: After | None = None
+    tolerance: timedelta = timedelta(seconds=3)
+    """How late it may start after it was due (filled from ``timing.stepTolerance`` when not set)."""
+    timeout: timedelta = timedelta(minutes=2)
+    """How long a ``when``/``after`` step waits for its condition."""
+    optional: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,11 +332,52 @@ class Settle:
 
 
 @dataclass(frozen=True, slots=True)
+class Timing:
+    step_tolerance: timedelta
+    condition_timeout: timedelta
+    gang_grace: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRule:
+    """A violation of ``invariant`` must name all of the given things."""
+
+    invariant: str
+    workload: str | None = None
+    member: int | None = None
+    claim: str | None = None
+    node: str | None = None
+    device: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"{k} {v}" for k, v in (("workload", self.workload), ("member", self.member),
+                                         ("claim", self.claim), ("node", self.node), ("device", self.device))
+                 if v is not None]
+        return f"{self.invariant} violation names {', '.join(parts)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """``count`` pods (None: all replicas) of each (``need: all``) or one (``any``) of ``workloads`` reach ``phase``."""
+
+    workloads: tuple[str, ...]
+    phase: PodPhase
+    count: int | None
+    need: Literal["all", "any"]
+
+    def describe(self) -> str:
+        who = " and ".join(self.workloads) if self.need == "all" else " or ".join(self.workloads)
+        return f"{who}: {self.count or 'all'} pod(s) {self.phase}"
+
+
+@dataclass(frozen=True, slots=True)
 class Expectations:
     hold: tuple[str, ...]
     """Invariants that must hold (defaults to every registered invariant not in ``violate``)."""
     violate: tuple[str, ...]
     """Invariants an incident reproduction must show violated."""
+    evidence: tuple[EvidenceRule, ...] = ()
+    progress: tuple[Progress, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +395,7 @@ class Scenario:
     timeline: tuple[Step, ...]
     settle: Settle
     expect: Expectations
+    timing: Timing = Timing(timedelta(seconds=3), timedelta(minutes=2), timedelta(seconds=30))
 
     def workload(self, name: str) -> Workload:
         for workload in self.workloads:

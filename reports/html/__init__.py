@@ -105,7 +105,7 @@ def device_figure(pic: Picture, div_id: str) -> go.Figure:
         previous = r.node
     fig.update_layout(
         barmode="overlay", height=max(220, 90 + 26 * len(pic.rows)), margin={"l": 10, "r": 10, "t": 60, "b": 40},
-        xaxis={"ticksuffix": " s", "range": [0, max(pic.end, 1.0) * 1.02], "zeroline": False},
+        xaxis={"ticksuffix": " s", "range": [pic.begin, pic.begin + max(pic.end - pic.begin, 1.0) * 1.02], "zeroline": False},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels, "autorange": "reversed",
                "tickfont": {"size": 11}, "automargin": True, "range": [len(labels) - 0.5, -0.5] if labels else None},
         shapes=shapes, annotations=annotations, legend={"orientation": "h", "y": -0.18 if len(labels) < 6 else -0.08},
@@ -141,7 +141,7 @@ def gang_figure(pic: Picture) -> go.Figure:
         previous = w
     fig.update_layout(
         barmode="overlay", height=max(200, 80 + 22 * len(labels)), margin={"l": 10, "r": 10, "t": 20, "b": 40},
-        xaxis={"ticksuffix": " s", "range": [0, max(pic.end, 1.0) * 1.02]},
+        xaxis={"ticksuffix": " s", "range": [pic.begin, pic.begin + max(pic.end - pic.begin, 1.0) * 1.02]},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels, "autorange": "reversed",
                "automargin": True},
         shapes=shapes, legend={"orientation": "h"}, plot_bgcolor="#FAFAFA",

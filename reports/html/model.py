@@ -90,6 +90,8 @@ class ViolationSpan:
 @dataclass
 class Picture:
     end: float
+    begin: float = 0.0
+    """When the first device appeared (the control plane's start-up before it is not drawn)."""
     rows: list[DeviceRow] = field(default_factory=list)
     bars: list[ClaimBar] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
@@ -253,5 +255,7 @@ def picture(events: Iterable[dict[str, Any]], scenario: ScenarioResult | None = 
                     if dev in rows:
                         pic.violations.append(ViolationSpan(dev, inv.name, v.message, t0, max(end, t0 + 0.5)))
 
+    firsts = [float(e["t"]) for e in evs if e.get("kind") in ("ResourceSlice", "ResourceClaim", "Pod")]
+    pic.begin = max(0.0, min(firsts, default=0.0) - 1.0)
     pic.rows = sorted(rows.values(), key=lambda r: (_natural(r.node), _natural(r.device)))
     return pic

@@ -10,7 +10,7 @@ from draguard.harness.driver.topology import PCIE_ROOT, PRESETS, load_topology, 
 from draguard.harness.errors import UsageError
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", PRESETS.names())
 def test_every_preset_resolves_to_uniquely_named_devices_within_api_limits(name: str) -> None:
     inv = resolve(preset(name), "node-a")
     names = [d.name for d in inv.devices]

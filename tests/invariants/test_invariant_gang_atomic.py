@@ -1,4 +1,5 @@
-"""gang-atomic: a settled gang is complete or holds nothing; a partial gang names what it holds."""
+"""gang-atomic: a gang is complete (minCount members) or holds nothing; a partial gang names what it
+holds; while the run goes on it carries the gang's grace period, once settled none."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from draguard.harness.invariants.gang_atomic import check
 MEMBERS = ("gang-a-0", "gang-a-1", "gang-a-2")
 
 
-def gang(settled: bool = True) -> Gang:
-    return Gang("gang-a", NS, MEMBERS, claims_per_member=1, settled=settled)
+def gang(settled: bool = True, min_count: int | None = None) -> Gang:
+    return Gang("gang-a", NS, MEMBERS, claims_per_member=1, settled=settled, min_count=min_count, grace=20.0)
 
 
 def member(i: int, allocated: bool, bound: bool = True) -> tuple[dict, dict]:  # type: ignore[type-arg]
@@ -22,9 +23,10 @@ def member(i: int, allocated: bool, bound: bool = True) -> tuple[dict, dict]:  #
     return p, c
 
 
-def snap(members: list[tuple[dict, dict]], settled: bool = True) -> Snapshot:  # type: ignore[type-arg]
+def snap(members: list[tuple[dict, dict]], settled: bool = True,  # type: ignore[type-arg]
+         min_count: int | None = None) -> Snapshot:
     return Snapshot(time=90.0, pods=tuple(p for p, _ in members), claims=tuple(c for _, c in members),
-                    slices=(gpus("node-a"),), gangs=(gang(settled),))  # fmt: skip
+                    slices=(gpus("node-a"),), gangs=(gang(settled, min_count),))  # fmt: skip
 
 
 def test_a_complete_gang_holds() -> None:
@@ -38,9 +40,10 @@ def test_a_gang_that_holds_nothing_holds() -> None:
 def test_a_partial_gang_is_reported_with_its_members_and_devices() -> None:
     [violation] = check(snap([member(0, True), member(1, True), member(2, False, bound=False)]))
     assert violation.message == (
-        "gang chaos/gang-a is partial after settling: 2 of 3 members bound with all claims allocated, yet it "
-        "holds 2 device(s) (2 member(s) hold resources): a deadlock ingredient"
+        "gang chaos/gang-a is partial after settling: 2 of 3 members bound with all claims allocated (it needs 3), "
+        "yet it holds 2 device(s) (2 member(s) hold resources): a deadlock ingredient"
     )
+    assert violation.grace == 0.0 and violation.key == "gang chaos/gang-a partial"
     assert violation.objects == (
         "Pod/chaos/gang-a-0", "Pod/chaos/gang-a-1",
         "ResourceClaim/chaos/gang-a-0-gpus-abc", "ResourceClaim/chaos/gang-a-1-gpus-abc",
@@ -48,8 +51,17 @@ def test_a_partial_gang_is_reported_with_its_members_and_devices() -> None:
     assert violation.devices == ("gpu.draguard.dev/node-a/gpu-0", "gpu.draguard.dev/node-a/gpu-1")
 
 
-def test_a_gang_is_not_judged_before_its_settle_deadline() -> None:
-    assert check(snap([member(0, True), member(1, False), member(2, False)], settled=False)) == []
+def test_before_settling_a_partial_gang_carries_its_grace_period() -> None:
+    [violation] = check(snap([member(0, True), member(1, False), member(2, False)], settled=False))
+    assert violation.grace == 20.0 and "partial for more than 20s" in violation.message
+    assert violation.key == "gang chaos/gang-a partial"
+
+
+def test_min_count_complete_members_make_a_whole_gang() -> None:
+    members = [member(0, True), member(1, True), member(2, False, bound=False)]
+    assert check(snap(members, min_count=2)) == []
+    [violation] = check(snap([member(0, True), member(1, False), member(2, False)], min_count=2))
+    assert "1 of 3 members" in violation.message and "(it needs 2)" in violation.message
 
 
 def test_template_claims_are_found_through_their_owner_when_status_lags() -> None:

@@ -72,3 +72,16 @@ def test_gpu_memory_left_on_a_freed_device_is_a_leak() -> None:
     assert violation.message == (
         "freed device gpu.draguard.dev/node-a/gpu-0 still has 1 process(es) and 1073741824 bytes of memory in use"
     )
+
+
+def test_a_deleted_pod_still_there_with_its_claims_after_cleanup_is_a_leak() -> None:
+    stuck = pod("w-0", template_claims={"gpus": "w-0-gpus"}, phase="Pending")
+    stuck["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:05Z"
+    c = claim("w-0-gpus", [request()], [result("gpu-0")], reserved=[stuck])
+    [violation] = check(Snapshot(time=9, pods=(stuck,), claims=(c,), slices=(SLICE,), initial_inventory=INVENTORY))
+    assert violation.message == ("Pod/chaos/w-0 was deleted at 2026-12-01T10:00:05Z and is still there, holding 1 "
+                                 "claim(s): its node cannot unprepare them")  # fmt: skip
+    assert violation.objects == ("Pod/chaos/w-0", "ResourceClaim/chaos/w-0-gpus")
+    assert violation.devices == ("gpu.draguard.dev/node-a/gpu-0",)
+    del stuck["metadata"]["deletionTimestamp"]  # the same pod, not deleted: a consumer, nothing to judge yet
+    assert check(Snapshot(time=9, pods=(stuck,), claims=(c,), slices=(SLICE,), initial_inventory=INVENTORY)) == []

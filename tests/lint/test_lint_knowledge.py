@@ -10,7 +10,7 @@ from draguard.harness.driver import topology
 DRIVER = "gpu.draguard.dev"
 
 
-@pytest.mark.parametrize("name", sorted(topology.PRESETS))
+@pytest.mark.parametrize("name", topology.PRESETS.names())
 def test_every_attribute_a_fake_driver_preset_publishes_is_known(name: str) -> None:
     info = knowledge().drivers[DRIVER]
     inventory = topology.resolve(topology.preset(name), "node-1")

@@ -125,3 +125,17 @@ def test_a_scenario_that_missed_its_expectations_prints_how_to_replay_it(capsys:
     assert "replay: draguard run scenarios/gang-x.yaml --seed 42" in err
     assert "gang-atomic should hold but was violated" in err
     assert "gang a is partial: 2 of 4 bound" in err
+
+
+def test_a_check_run_renders_in_every_format_and_an_error_only_run_exits_2(tmp_path: Path) -> None:
+    checks = _with_checks(RunResult("sanity")).checks
+    run = RunResult("sanity", checks=checks)
+    written = reports.render(run, tmp_path, ["terminal", "json", "junit", "html", "allure"])
+    assert {f for f, _ in written} == {"json", "junit", "html", "allure"}
+    page = (tmp_path / "report.html").read_text()
+    assert "sanity.unprepare.unknown-claim" in page and "the driver returned NotFound" in page
+    assert reports.load_report(tmp_path).checks == checks
+    assert run.exit_code == EXIT_FAILED
+    errored = RunResult("sanity", checks=[CheckResult("sanity.x", "r", "s", "error", "socket gone"), checks[0]])
+    assert errored.exit_code == EXIT_USAGE and not errored.ok
+    assert RunResult("sanity", checks=[checks[0], checks[2]]).exit_code == EXIT_OK

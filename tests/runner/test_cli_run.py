@@ -40,7 +40,7 @@ def test_dry_run_prints_objects_and_fault_targets_and_starts_nothing(tmp_path: P
     out = capsys.readouterr().out
     assert "create ResourceClaimTemplate batch-gpus" in out
     assert "create pods in order: batch-0, batch-1, batch-2, batch-3\n" in out
-    assert "hold back workload urgent until its preempt step" in out
+    assert "hold back workload urgent until step 0-preempt (preempt)" in out
     assert "step 0-preempt: preempt when" in out
     state = tmp_path / "state" / "draguard"
     assert not (state / "clusters").exists() and not (state / "journal").exists()
@@ -77,3 +77,35 @@ def test_missing_binaries_exit_2_and_the_verdict_keeps_the_error_class(tmp_path:
     verdict = json.loads((out / "verdict.json").read_text())
     assert verdict["scenarios"][0]["errorKind"] == "HarnessError" and verdict["exitCode"] == 2
     assert 'type="HarnessError"' in (out / "junit.xml").read_text()
+
+
+def test_dry_run_shows_steps_that_follow_another_step(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dry-run", str(ROOT / "scenarios" / "force-delete-driver-down.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "step force-delete: force-delete 2s after step down started" in out
+    assert "hold back workload newcomer until step arrive (arrive)" in out
+
+
+def test_repeat_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--repeat", "0", str(ROOT / "scenarios" / "preempt-gang-member.yaml")]) == 2
+    assert "--repeat" in capsys.readouterr().err
+
+
+def test_repeated_runs_count_each_verdict_and_show_a_flaky_one() -> None:
+    from draguard.harness.repeat import rates
+    from draguard.harness.result import InvariantResult, ScenarioResult, StepResult
+
+    def one(status: str) -> ScenarioResult:
+        r = ScenarioResult("inc", None, 1, violate=("gang-atomic",))
+        r.invariants["gang-atomic"] = InvariantResult("gang-atomic", "s", status, "violate")  # type: ignore[arg-type]
+        r.invariants["no-leak"] = InvariantResult("no-leak", "s", "held", "hold")
+        r.steps.append(StepResult("0-preempt", "preempt", 1.0, True))
+        return r
+
+    r = rates([one("violated"), one("held"), one("violated")])
+    assert r.runs == 3 and r.met == 2
+    assert dict(r.invariants["gang-atomic"]) == {"violated": 2, "held": 1} and r.flaky("gang-atomic")
+    assert not r.flaky("no-leak")
+    assert r.as_dict()["invariants"]["gang-atomic"] == {
+        "expected": "violate", "verdicts": {"violated": 2, "held": 1}, "flaky": True}
+    assert r.as_dict()["steps"] == {"0-preempt": {"ok": 3}}

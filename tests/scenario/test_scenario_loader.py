@@ -184,6 +184,8 @@ def test_all_problems_of_a_file_come_in_one_pass_in_file_order(faults: Registry[
          "set only one of 'gpus', 'preset'"),
         ("    - at: 5s\n", "    - at: 5s\n      when: {workload: gang-a, phase: Running}\n", "spec.timeline[0].when",
          "set only one of 'at', 'when'"),
+        ("spec:\n", "spec:\n  cluster: {backend: kubeconfig, clientQps: 100}\n", "spec.cluster.clientQps",
+         "'clientQps' configures the local control plane"),
     ],
 )  # fmt: skip
 def test_cross_field_rules_name_the_offending_field(

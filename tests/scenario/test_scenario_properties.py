@@ -4,6 +4,7 @@ scenario), never another exception."""
 from __future__ import annotations
 
 import io
+import tracemalloc
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -12,7 +13,7 @@ from ruamel.yaml import YAML
 
 from draguard.harness.errors import ScenarioError, UsageError
 from draguard.harness.registry import Registry
-from draguard.harness.scenario import parse_scenario
+from draguard.harness.scenario import model, parse_scenario
 from draguard.harness.scenario.types import Scenario
 
 from scenario_helpers import EXAMPLE, planned_faults
@@ -118,3 +119,88 @@ def test_the_unmutated_example_loads() -> None:
                         "- &a [*a, *a]\n", "a: *unknown", "%YAML 1.1\n---\na: 1", "--- a\n--- b\n", "{"]))
 def test_odd_yaml_features_fail_cleanly(text: str) -> None:
     assert isinstance(outcome(text), Exception)
+
+
+# Every count of the example, with the bound the schema states for it (draguard.harness.scenario.model).
+COUNT_PATHS: dict[tuple[Any, ...], int] = {
+    ("spec", "nodes", 0, "count"): model.MAX_NODES_PER_GROUP,
+    ("spec", "nodes", 0, "topology", "gpus"): model.MAX_DEVICES_PER_NODE,
+    ("spec", "nodes", 0, "topology", "nvlinkDomains"): model.MAX_DEVICES_PER_NODE,
+    ("spec", "workloads", 0, "replicas"): model.MAX_REPLICAS,
+    ("spec", "workloads", 1, "replicas"): model.MAX_REPLICAS,
+    ("spec", "workloads", 0, "claims", 0, "requests", 0, "count"): model.MAX_DEVICES_PER_REQUEST,
+    ("spec", "seed"): model.MAX_SEED,
+}
+
+
+def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
+    for part in path[:-1]:
+        data = data[part]
+    data[path[-1]] = value
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(COUNT_PATHS, key=str)), st.integers(1, 2**80))
+def test_a_count_over_its_bound_is_reported_on_its_field_without_building_anything(
+    path: tuple[Any, ...], extra: int
+) -> None:
+    data = YAML(typ="safe", pure=True).load(EXAMPLE.read_text())
+    value = COUNT_PATHS[path] + extra
+    _set(data, path, value)
+    tracemalloc.start()
+    try:
+        result = outcome(dump(data))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(result, ScenarioError), f"{value} at {path} was accepted"
+    field = ".".join(str(p) for p in path).replace(".0", "[0]").replace(".1", "[1]")
+    assert any(p.field.replace(".", "") == field.replace(".", "") and str(COUNT_PATHS[path]) in p.message
+               for p in result.problems), [str(p) for p in result.problems]  # fmt: skip
+    assert peak < 20 * 2**20, f"validating a count of {value} allocated {peak} bytes"
+
+
+def test_the_fuzzed_node_count_from_the_issue_gives_file_line_col() -> None:
+    text = EXAMPLE.read_text().replace("count: 2\n      topology", "count: 99999999999999999999\n      topology")
+    result = outcome(text)
+    assert isinstance(result, ScenarioError)
+    nodes = [p for p in result.problems if p.field == "spec.nodes[0].count"]
+    assert nodes and nodes[0].line == 18 and nodes[0].column == 14, [str(p) for p in result.problems]
+
+
+@SETTINGS
+@given(st.integers(2, 20), st.integers(model.MAX_NODES_PER_GROUP // 2, model.MAX_NODES_PER_GROUP))
+def test_node_groups_together_are_bounded(groups: int, count: int) -> None:
+    data = YAML(typ="safe", pure=True).load(EXAMPLE.read_text())
+    first = data["spec"]["nodes"][0]
+    data["spec"]["nodes"] = [{**first, "namePrefix": f"g{i}", "count": count} for i in range(groups)]
+    result = outcome(dump(data))
+    if groups * count > model.MAX_NODES:
+        assert isinstance(result, ScenarioError)
+        assert any(p.field == "spec.nodes" and str(model.MAX_NODES) in p.message for p in result.problems)
+    else:
+        assert not isinstance(result, ScenarioError) or all(p.field != "spec.nodes" for p in result.problems)
+
+
+@SETTINGS
+@given(st.integers(3, 12))
+def test_pods_together_are_bounded(workloads: int) -> None:
+    data = YAML(typ="safe", pure=True).load(EXAMPLE.read_text())
+    second = data["spec"]["workloads"][1]
+    data["spec"]["workloads"] = [{**second, "name": f"w{i}", "replicas": model.MAX_REPLICAS} for i in range(workloads)]
+    for w in data["spec"]["workloads"]:
+        w.pop("interleaveWith", None)
+    data["spec"]["timeline"] = []
+    result = outcome(dump(data))
+    assert isinstance(result, ScenarioError)
+    assert any(p.field == "spec.workloads" and str(model.MAX_PODS) in p.message for p in result.problems)
+
+
+@SETTINGS
+@given(st.integers(model.MAX_SECONDS + 1, 10**30), st.sampled_from(["h", "m", "s"]))
+def test_huge_durations_are_bad_input(n: int, unit: str) -> None:
+    data = YAML(typ="safe", pure=True).load(EXAMPLE.read_text())
+    data["spec"]["settle"]["timeout"] = f"{n}{unit}"
+    result = outcome(dump(data))
+    assert isinstance(result, ScenarioError)
+    assert any(p.field == "spec.settle.timeout" for p in result.problems)

@@ -1,0 +1,142 @@
+"""``draguard load``: claim churn at a target rate with locust, invariants judged during and after.
+
+    draguard load [--cluster NAME | --kubeconfig F [--context C] --allow-context C]
+                  --rate 20 --duration 60s [--kinds gang,template,shared] [--workers N] --report-dir out
+
+A local draguard cluster (``draguard cluster up``, or ``--kubeconfig`` pointing at one of its
+kubeconfigs) is always allowed; any other cluster is refused unless ``--allow-context`` names the
+kubeconfig context the load would use. Exit 0: every operation finished, no invariant violated and
+the target rate was kept; 1: an invariant was violated, an operation failed or the load fell behind
+(achieved < 90% of the target); 2: bad input or unusable cluster; 130: interrupted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from draguard.harness.cluster.local import LocalCluster, clusters_root
+from draguard.harness.errors import UsageError
+from draguard.harness.kube import RUN_LABEL, Kube
+from draguard.harness.load.engine import KINDS, LoadConfig, run_load
+from draguard.harness.scenario.model import parse_duration
+
+__all__ = ["command"]
+
+
+def _context_of(kubeconfig: Path, context: str | None) -> str:
+    from kubernetes import config as kube_config
+
+    try:
+        contexts, active = kube_config.list_kube_config_contexts(str(kubeconfig))
+    except Exception as exc:  # noqa: BLE001 - the library raises bare exceptions
+        raise UsageError(f"{kubeconfig}: cannot read kubeconfig: {exc}") from exc
+    if context is not None:
+        if context not in {c["name"] for c in contexts}:
+            raise UsageError(f"--context {context!r}: not in {kubeconfig}")
+        return context
+    return str(active["name"])
+
+
+def _is_local(kubeconfig: Path) -> bool:
+    try:
+        return kubeconfig.resolve().is_relative_to(clusters_root().resolve())
+    except OSError:
+        return False
+
+
+@click.command("load")
+@click.option("--cluster", "cluster_name", default=None, help="A local draguard cluster by name [default: 'default'].")
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Any cluster's kubeconfig (refused unless --allow-context names its context, or it is local).")
+@click.option("--context", default=None, help="Context in --kubeconfig [default: its current context].")
+@click.option("--allow-context", "allow", default=None, help="Allow load on this (non-local) kubeconfig context.")
+@click.option("--namespace", default=None, help="Namespace for the load [default: a new one, deleted afterwards].")
+@click.option("--device-class", default="gpu.draguard.dev", show_default=True, help="DeviceClass the claims request.")
+@click.option("--devices-per-claim", type=click.IntRange(1, 128), default=1, show_default=True)
+@click.option("--rate", type=click.FloatRange(0.01, 10_000), default=5.0, show_default=True,
+              help="Target operations per second, all kinds together.")
+@click.option("--duration", default="30s", show_default=True, help="How long operations are started (e.g. 60s, 5m).")
+@click.option("--kinds", default=",".join(KINDS), show_default=True,
+              help="Operation kinds: gang (pods with template claims), template (one pod), shared (pods sharing one claim).")
+@click.option("--gang-size", type=click.IntRange(1, 64), default=2, show_default=True, help="Pods per gang/shared operation.")
+@click.option("--users", type=click.IntRange(1, 10_000), default=None, help="Concurrent locust users [default: rate x 4].")
+@click.option("--workers", type=click.IntRange(0, 64), default=0, show_default=True,
+              help="Locust worker processes on this machine (locust's distributed mode).")
+@click.option("--op-timeout", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
+              help="Seconds an operation may take to run, and again to be released.")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("draguard-load"),
+              show_default=True)
+def command(cluster_name: str | None, kubeconfig: Path | None, context: str | None, allow: str | None,
+            namespace: str | None, device_class: str, devices_per_claim: int, rate: float, duration: str, kinds: str,
+            gang_size: int, users: int | None, workers: int, op_timeout: float, report_dir: Path) -> int:  # fmt: skip
+    """Churn DRA claims at a target rate (locust, headless) and judge the invariants during and after."""
+    if kubeconfig is not None and cluster_name is not None:
+        raise UsageError("--cluster and --kubeconfig: give one of them")
+    try:
+        seconds = parse_duration(duration).total_seconds()
+    except ValueError as exc:
+        raise UsageError(f"--duration: {exc}") from None
+    if seconds <= 0:
+        raise UsageError("--duration: must be positive")
+    chosen = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    unknown = sorted(set(chosen) - set(KINDS))
+    if not chosen or unknown:
+        raise UsageError(f"--kinds: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(KINDS)}")
+    if kubeconfig is None:
+        kubeconfig = LocalCluster.attach(cluster_name or "default").kubeconfig
+    elif not _is_local(kubeconfig):
+        active = _context_of(kubeconfig, context)
+        if allow != active:
+            raise UsageError(f"{kubeconfig} (context {active!r}) is not a local draguard cluster: load is refused "
+                             f"unless --allow-context {active} names it")  # fmt: skip
+    kube = Kube.from_kubeconfig(kubeconfig, context)
+    kube.server_version()
+    config = LoadConfig(kubeconfig=str(kubeconfig), context=context, namespace=namespace or "", rate=rate,
+                        duration=seconds, kinds=chosen, gang_size=gang_size, devices_per_claim=devices_per_claim,
+                        users=users, workers=workers, op_timeout=op_timeout, device_class=device_class,
+                        report_dir=report_dir)  # fmt: skip
+    own_namespace = namespace is None
+    if own_namespace:
+        namespace = f"dg-load-{config.run}"
+        kube.create_namespace(namespace, {RUN_LABEL: config.run})
+    config = LoadConfig(**{**config.__dict__, "namespace": namespace})
+    try:
+        result = run_load(config, kube, progress=lambda m: click.echo(m, err=True))
+    finally:
+        if own_namespace:
+            kube.delete("Namespace", str(namespace))
+    _print(result.summary)
+    click.echo(str(report_dir / "summary.json"))
+    return 0 if result.ok and not _failed(result.summary) else 1
+
+
+def _failed(summary: dict[str, object]) -> bool:
+    locust = summary.get("locust") or {}
+    assert isinstance(locust, dict)
+    return any(e.get("failures") for e in locust.get("entries", []))
+
+
+def _print(summary: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    locust = summary.get("locust") or {}
+    assert isinstance(locust, dict)
+    table = Table(title=f"target {summary['target_rate']}/s, achieved {summary['achieved_rate']}/s"
+                  + (" — FELL BEHIND" if summary["fell_behind"] else ""))  # fmt: skip
+    for col in ("kind", "phase", "count", "failures", "p50 ms", "p90 ms", "p99 ms", "max ms"):
+        table.add_column(col, justify="right" if col not in ("kind", "phase") else "left")
+    for e in locust.get("entries", []):
+        table.add_row(e["kind"], e["name"], str(e["count"]), str(e["failures"]), f"{e['p50_ms']:.0f}",
+                      f"{e['p90_ms']:.0f}", f"{e['p99_ms']:.0f}", f"{e['max_ms']:.0f}")  # fmt: skip
+    console = Console(stderr=True)
+    console.print(table)
+    invariants = summary.get("invariants") or {}
+    assert isinstance(invariants, dict)
+    for name in summary.get("checked", []):  # type: ignore[attr-defined]
+        found = invariants.get(name) or []
+        console.print(f"{name}: {'VIOLATED' if found else 'held'}" + (f" ({found[0]})" if found else ""))
+    if summary.get("error"):
+        console.print(f"error: {summary['error']}")

@@ -1,0 +1,526 @@
+"""One process serving the fake driver for many nodes: the cheap way to run hundreds of them.
+
+A per-node driver process (:mod:`.process`) costs about 64 MiB and a second or more of start-up
+(a Python interpreter with grpc, pydantic and the Kube client each). The host runs the same
+per-node objects (:class:`~.plugin.FakeDriver` with its checkpoint, CDI directory and
+:class:`~.faults.FaultControl` in that node's directories, the servicers of :mod:`.service`) once
+per node inside one process; what they share is the interpreter, one Kube client and one thread
+pool. Each node still has its own sockets (``dra.sock`` and ``-reg.sock`` in its directories), its
+own checkpoint, faults file and mutant, so nothing one node does reaches another.
+
+What differs from a process per node (use that for fidelity runs, ``driver.hosting: per-node``):
+
+* a node is "killed" by stopping its gRPC server at once and dropping its in-memory state (the
+  checkpoint on disk stays, exactly what SIGKILL leaves); "started" builds it again from the
+  checkpoint, as a new process would;
+* an injected crash point (``crash_at``) ends that node's driver only, the RPC in flight fails
+  with UNAVAILABLE; the other nodes go on;
+* slices are verified from one LIST of the driver's slices per round for all nodes, not one per node.
+
+A control socket (``<root>/.driver-host.sock``, line-delimited JSON) takes ``kill``, ``stop``,
+``start`` and ``status`` for one node; :class:`DriverHostProcess` starts the host as a child and
+:class:`HostedDriver` gives each node the interface of :class:`~.process.FakeDriverProcess`, so
+chaos steps (``driver-restart``, ``driver-down``) work unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ..errors import HarnessError, UsageError
+from ..grpcapi import pluginregistration_pb2_grpc
+from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
+from ..paths import DEFAULT_DRIVER, NodeDirs
+from .inflight import CallsInFlight
+from .faults import FaultControl
+from .mutants import get_mutant
+from .plugin import FakeDriver, KubeClaims
+from .process import FakeDriverProcess, socket_accepts
+from .service import _DraServicer, _Health, _Registration, check_socket_path
+from .slices import SlicePublisher
+from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
+
+__all__ = ["HostedNode", "DriverHost", "DriverHostProcess", "HostedDriver", "control_socket"]
+
+log = logging.getLogger("draguard.driver.host")
+
+
+def control_socket(root: Path) -> Path:
+    return Path(root) / ".driver-host.sock"
+
+
+@dataclass(frozen=True)
+class HostedNode:
+    """One node the host serves: its name, devices (a topology file or N generic GPUs), mutant."""
+
+    node: str
+    topology: str | None = None
+    devices: int | None = None
+    mutant: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> HostedNode:
+        return cls(str(raw["node"]), raw.get("topology"), raw.get("devices"), raw.get("mutant"))
+
+
+class NodeCrash(BaseException):
+    """An injected crash point reached in one node's driver (a BaseException: no handler swallows it)."""
+
+
+class _NodeFaults(FaultControl):
+    def exit(self) -> None:
+        raise NodeCrash()
+
+
+class _Node:
+    """One node's driver inside the host: plugin objects, one gRPC server on both sockets, publisher."""
+
+    def __init__(self, host: DriverHost, spec: HostedNode, inventory: Inventory) -> None:
+        self.host = host
+        self.spec = spec
+        self.name = spec.node
+        self.inventory = inventory
+        self.mutant = get_mutant(spec.mutant)
+        self.dirs = NodeDirs(host.root, spec.node)
+        self.dra_socket = self.dirs.dra_socket(host.driver)
+        self.registration_socket = self.dirs.registration_socket(host.driver)
+        self.publisher = _CachedPublisher(host, spec.node)
+        self.plugin: FakeDriver | None = None
+        self.server: grpc.Server | None = None
+        self.stopping = threading.Event()
+        self.published: dict[str, Any] = {}
+        self.next_cleanup = 0.0
+        self.lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self.server is not None
+
+    def start(self) -> None:
+        with self.lock:
+            if self.server is not None:
+                return
+            check_socket_path(self.dra_socket)
+            check_socket_path(self.registration_socket)
+            self.dirs.create()
+            plugin_dir = self.dirs.plugin_dir(self.host.driver)
+            node_log = logging.getLogger(f"draguard.driver.{self.name}")
+            plugin = FakeDriver(driver=self.host.driver, node=self.name, dirs=self.dirs, inventory=self.inventory,
+                                claims=self.host.claims, mutant=self.mutant, faults=_NodeFaults(plugin_dir, node_log),
+                                reset_seconds=self.host.reset_seconds, log=node_log)  # fmt: skip
+            self.stopping = threading.Event()
+            server = grpc.server(self.host.executor)
+            calls = CallsInFlight(plugin_dir)
+            for api in DRA_VERSIONS.values():
+                api.grpc.add_DRAPluginServicer_to_server(_CrashSafe(plugin, api, calls, self), server)
+            for api in HEALTH_VERSIONS.values():
+                api.grpc.add_DRAResourceHealthServicer_to_server(
+                    _Health(plugin, self.host.health_interval, self.stopping, api), server
+                )
+            # Registration is served on both sockets too (one server per node keeps the host light);
+            # the node side asks it only on -reg.sock, as the kubelet does.
+            pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(
+                _Registration(self.host.driver, self.dra_socket), server
+            )
+            for path in (self.dra_socket, self.registration_socket):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    server.add_insecure_port(f"unix://{path}")
+                except RuntimeError as exc:
+                    raise HarnessError(f"{path}: cannot listen: {exc}") from exc
+            server.start()
+            self.plugin, self.server = plugin, server
+            self.published = {}
+            self.next_cleanup = time.monotonic()
+            (plugin_dir / "driver.pid").write_text(f"{os.getpid()}\n")
+
+    def stop(self, kill: bool = False) -> None:
+        """Stop serving; ``kill``: at once, sockets left behind (SIGKILL), else with a short grace."""
+        with self.lock:
+            server, self.server, self.plugin = self.server, None, None
+            self.stopping.set()
+            if server is not None:
+                server.stop(0 if kill else 0.5).wait()
+            if not kill:
+                for path in (self.registration_socket, self.dra_socket):
+                    try:
+                        if path.is_socket():
+                            path.unlink()
+                    except OSError:
+                        pass
+                (self.dirs.plugin_dir(self.host.driver) / "driver.pid").unlink(missing_ok=True)
+
+    def crashed(self) -> None:
+        log.warning("node %s: injected crash; its driver stops as if killed", self.name)
+        threading.Thread(target=self.stop, kwargs={"kill": True}, daemon=True).start()
+
+    def sync(self, verify: bool) -> None:
+        """Publish slices when health changed or a verification round is due; stale-claim cleanup."""
+        plugin = self.plugin
+        if plugin is None:
+            return
+        unhealthy = {h.device: h.message for h in plugin.health() if not h.healthy}
+        if self.published.get("unhealthy") != unhealthy or verify:
+            self.publisher.cached = verify  # the host listed every node's slices just before a verify round
+            try:
+                self.publisher.publish(self.inventory, unhealthy)
+                self.published["unhealthy"] = unhealthy
+                self.published.pop("error", None)
+            except Exception as exc:  # the API or the Node may come later: retry next round
+                if self.published.get("error") != str(exc):
+                    log.warning("node %s: cannot publish ResourceSlices yet: %s", self.name, exc)
+                    self.published["error"] = str(exc)
+        if time.monotonic() >= self.next_cleanup:
+            self.next_cleanup = time.monotonic() + self.host.cleanup_interval
+            try:
+                plugin.cleanup_stale()
+            except Exception:
+                log.exception("node %s: stale-claim cleanup failed", self.name)
+
+
+class _CrashSafe(_DraServicer):
+    """DRA servicer of one hosted node: an injected crash ends that node's driver, not the host."""
+
+    def __init__(self, plugin: FakeDriver, api: ApiVersion, calls: CallsInFlight, node: _Node) -> None:
+        super().__init__(plugin, api, calls)
+        self.node = node
+
+    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return super().NodePrepareResources(request, context)
+        except NodeCrash:
+            self.node.crashed()
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"driver on {self.node.name} crashed (injected)")
+
+    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return super().NodeUnprepareResources(request, context)
+        except NodeCrash:
+            self.node.crashed()
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"driver on {self.node.name} crashed (injected)")
+
+
+class _CachedPublisher(SlicePublisher):
+    """A node's publisher reading the existing slices from the host's one LIST per round."""
+
+    def __init__(self, host: DriverHost, node: str) -> None:
+        super().__init__(host.kube, host.driver, node, logging.getLogger(f"draguard.driver.{node}"))
+        self.host = host
+        self.cached = False
+
+    def existing(self) -> list[dict[str, Any]]:
+        cached = self.host.slices_by_node
+        if cached is None or not self.cached:
+            return super().existing()
+        return cached.get(self.node, [])
+
+
+class DriverHost:
+    """The fake driver for many nodes in this process. Build (every input checked), then :meth:`serve`."""
+
+    def __init__(
+        self,
+        kube: Any,
+        root: Path,
+        nodes: Sequence[HostedNode],
+        driver: str = DEFAULT_DRIVER,
+        workers: int = 32,
+        health_interval: float = 1.0,
+        reset_seconds: float = 0.005,
+        resync_interval: float = 1.0,
+        verify_every: float = 5.0,
+        cleanup_interval: float = 30.0,
+    ) -> None:
+        if not nodes:
+            raise UsageError("the driver host needs at least one node")
+        names = [n.node for n in nodes]
+        if len(set(names)) != len(names):
+            raise UsageError("the driver host got a node twice")
+        self.kube = kube
+        self.root = Path(root).absolute()
+        self.driver = driver
+        self.claims = KubeClaims(kube)
+        self.health_interval = health_interval
+        self.reset_seconds = reset_seconds
+        self.resync_interval = resync_interval
+        self.verify_every = verify_every
+        self.cleanup_interval = cleanup_interval
+        self.executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dra")
+        self.slices_by_node: dict[str, list[dict[str, Any]]] | None = None
+        self.stop_event = threading.Event()
+        self.nodes: dict[str, _Node] = {}
+        inventories: dict[tuple[str | None, int | None], Any] = {}
+        for spec in nodes:
+            get_mutant(spec.mutant)  # bad names fail before anything starts
+            key = (spec.topology, spec.devices)
+            if key not in inventories:
+                inventories[key] = (
+                    load_topology(spec.topology).device_specs() if spec.topology else generic(spec.devices or DEFAULT_DEVICES)
+                )
+            self.nodes[spec.node] = _Node(self, spec, resolve(inventories[key], spec.node))
+        for node in self.nodes.values():
+            check_socket_path(node.dra_socket)
+            check_socket_path(node.registration_socket)
+        self._control: socketserver.ThreadingUnixStreamServer | None = None
+
+    # -- control --------------------------------------------------------------------------------
+    def node(self, name: str) -> _Node:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise UsageError(f"the driver host serves no node {name!r}") from None
+
+    def command(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "ping":
+            return {"ok": True, "nodes": len(self.nodes)}
+        node = self.node(str(request.get("node")))
+        if op == "kill":
+            node.stop(kill=True)
+        elif op == "stop":
+            node.stop()
+        elif op == "start":
+            node.start()
+            node.sync(verify=True)
+        elif op != "status":
+            raise UsageError(f"unknown driver host command {op!r}")
+        return {"ok": True, "alive": node.alive}
+
+    def _serve_control(self) -> None:
+        host = self
+        path = control_socket(self.root)
+        check_socket_path(path)
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                for line in self.rfile:
+                    try:
+                        reply = host.command(json.loads(line))
+                    except (UsageError, HarnessError, ValueError) as exc:
+                        reply = {"ok": False, "error": str(exc)}
+                    self.wfile.write(json.dumps(reply).encode() + b"\n")
+                    self.wfile.flush()
+
+        self._control = socketserver.ThreadingUnixStreamServer(str(path), Handler)
+        self._control.daemon_threads = True
+        threading.Thread(target=self._control.serve_forever, name="control", daemon=True).start()
+
+    # -- run ------------------------------------------------------------------------------------
+    def _refresh_slices(self) -> None:
+        try:
+            items = self.kube.list("ResourceSlice", field_selector=f"spec.driver={self.driver}")[0]
+        except Exception as exc:  # the API is away: each node lists for itself this round
+            log.warning("cannot list ResourceSlices: %s", exc)
+            self.slices_by_node = None
+            return
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for s in items:
+            by_node.setdefault(str(s["spec"].get("nodeName")), []).append(s)
+        self.slices_by_node = by_node
+
+    def start(self, parallel: int = 8) -> None:
+        """Start every node's servers, publish every node's slices, open the control socket."""
+        for node in self.nodes.values():
+            node.start()
+        self._refresh_slices()
+        with futures.ThreadPoolExecutor(parallel, thread_name_prefix="publish") as pool:
+            list(pool.map(lambda n: n.sync(verify=True), self.nodes.values()))
+        self._serve_control()
+        log.info("serving %s for %d nodes under %s", self.driver, len(self.nodes), self.root)
+
+    def serve(self) -> None:
+        """Run until :attr:`stop_event` is set; every node's sockets go on exit, checkpoints stay."""
+        next_verify = time.monotonic() + self.verify_every
+        try:
+            while not self.stop_event.wait(self.resync_interval):
+                verify = time.monotonic() >= next_verify
+                if verify:
+                    next_verify = time.monotonic() + self.verify_every
+                    self._refresh_slices()
+                for node in list(self.nodes.values()):
+                    node.sync(verify)
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        if self._control is not None:
+            self._control.shutdown()
+            self._control.server_close()
+            control_socket(self.root).unlink(missing_ok=True)
+            self._control = None
+        for node in self.nodes.values():
+            node.stop()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def read_nodes_file(path: Path) -> list[HostedNode]:
+    """The host's node list: JSON ``{"nodes": [{"node": N, "topology": F, "devices": 8, "mutant": M}]}``."""
+    try:
+        raw = json.loads(Path(path).read_text())
+        return [HostedNode.from_json(n) for n in raw["nodes"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not a driver host node list: {exc}") from exc
+
+
+# -- the host as a child process, and per-node handles ---------------------------------------------
+
+
+class DriverHostProcess:
+    """The host as a child process (``python -m draguard.cli.driver host ...``)."""
+
+    def __init__(self, kubeconfig: str | Path, root: str | Path, nodes: Sequence[HostedNode],
+                 driver: str = DEFAULT_DRIVER, log_level: str = "info") -> None:  # fmt: skip
+        self.kubeconfig = Path(kubeconfig)
+        self.root = Path(root)
+        self.driver = driver
+        self.nodes = list(nodes)
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "driver-host.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def start(self, timeout: float = 120.0) -> DriverHostProcess:
+        self.root.mkdir(parents=True, exist_ok=True)
+        spec = self.root / "driver-host.json"
+        spec.write_text(json.dumps({"nodes": [n.__dict__ for n in self.nodes]}))
+        with open(self.log_path, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "draguard.cli.driver", "host", "--kubeconfig", str(self.kubeconfig),
+                 "--root", str(self.root), "--driver", self.driver, "--nodes-file", str(spec),
+                 "--log-level", self.log_level],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise HarnessError(f"the fake driver host exited with {self.proc.returncode} while starting:\n"
+                                   f"{self.log_tail()}")  # fmt: skip
+            if socket_accepts(control_socket(self.root)):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise HarnessError(f"the fake driver host was not ready after {timeout:.0f}s:\n{self.log_tail()}")
+
+    def command(self, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            try:
+                s.connect(str(control_socket(self.root)))
+                s.sendall(json.dumps(request).encode() + b"\n")
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError as exc:
+                raise HarnessError(f"the fake driver host does not answer ({exc})") from exc
+        reply: dict[str, Any] = json.loads(data or b"{}")
+        if not reply.get("ok"):
+            raise HarnessError(f"driver host: {reply.get('error', 'no answer')}")
+        return reply
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def handles(self) -> dict[str, HostedDriver]:
+        return {n.node: HostedDriver(self, n) for n in self.nodes}
+
+
+class HostedDriver(FakeDriverProcess):
+    """One node's driver in a :class:`DriverHostProcess`, with the interface of a per-node process."""
+
+    def __init__(self, host: DriverHostProcess, node: HostedNode) -> None:
+        super().__init__(host.kubeconfig, node.node, root=host.root, driver=host.driver, devices=node.devices,
+                         topology=node.topology, mutant=node.mutant)  # fmt: skip
+        self.host = host
+
+    @property
+    def pid(self) -> int | None:
+        return self.host.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.host.alive and bool(self.host.command({"op": "status", "node": self.node})["alive"])
+
+    @property
+    def returncode(self) -> int | None:
+        return None
+
+    @property
+    def log_path(self) -> Path:
+        return self.host.log_path
+
+    def start(self, timeout: float = 30.0) -> HostedDriver:
+        self.host.command({"op": "start", "node": self.node}, timeout)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.host.alive:
+                raise HarnessError(f"the fake driver host exited:\n{self.host.log_tail()}")
+            if socket_accepts(self.dra_socket) and socket_accepts(self.registration_socket):
+                return
+            time.sleep(0.02)
+        raise HarnessError(f"fake driver for node {self.node} (hosted): sockets not ready after {timeout:.0f}s")
+
+    def wait_exit(self, timeout: float = 10.0) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                return 137
+            time.sleep(0.05)
+        return None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        if self.host.alive:
+            self.host.command({"op": "stop", "node": self.node}, timeout)
+        return 0
+
+    def kill(self) -> int | None:
+        if self.host.alive:
+            self.host.command({"op": "kill", "node": self.node})
+        return 137

@@ -1,0 +1,42 @@
+"""Each benchmark of the work itself runs once at its smallest size (CI keeps them working; the
+figures themselves are for ``draguard bench``, never asserted as timings here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import draguard.chaos  # noqa: F401  (fault kinds: the runner-based benchmarks validate scenarios)
+from draguard.harness.bench import run_benchmarks
+
+
+def test_invariant_cost_at_its_smallest(tmp_path: Path) -> None:
+    (r,) = run_benchmarks(["invariant-cost"], 1, tmp_path, lambda m: None, {"nodes": 2, "pods": 8}).values()
+    assert (tmp_path / "invariant-cost.json").exists()
+    assert r["sizes"][-1]["pods"] == 8 and r["detection_latency_p99_s"] >= 1.0 and r["machine"]["cpus"]
+
+
+@pytest.mark.cluster
+def test_dra_throughput_at_its_smallest(tmp_path: Path) -> None:
+    (r,) = run_benchmarks(["dra-throughput"], 1, tmp_path, lambda m: None,
+                          {"nodes": 2, "pods": 12, "devices": 8}).values()  # fmt: skip
+    sample = r["samples"][0]
+    assert sample["control_plane_default_limits"]["scheduled"] == 12
+    assert sample["control_plane_raised_limits"]["scheduled"] == 12
+    assert sample["draguard"]["running"] == 12 and sample["draguard"]["ok"], sample["draguard"]
+    assert sample["draguard"]["harness_overhead"]["peak_rss_mib"] > 0
+    assert r["upstream_threshold_pods_per_s"] == 40.0
+
+
+@pytest.mark.cluster
+def test_churn_at_its_smallest(tmp_path: Path) -> None:
+    (r,) = run_benchmarks(["churn"], 1, tmp_path, lambda m: None, {"nodes": 2, "rate": 1.0, "duration": 4}).values()
+    sample = r["samples"][0]
+    assert sample["failures"] == 0 and not sample["violations"] and sample["p99_running_ms"]
+
+
+@pytest.mark.cluster
+def test_library_wall_at_its_smallest(tmp_path: Path) -> None:
+    (r,) = run_benchmarks(["library-wall"], 1, tmp_path, lambda m: None, {"limit": 1}).values()
+    assert r["scenarios"] == 1 and r["median"] > 0

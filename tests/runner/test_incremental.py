@@ -1,0 +1,79 @@
+"""Incremental judging finds every new violation a full evaluation finds, judging far fewer claims."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from typing import Any
+
+from draguard.harness.bench_scale import _synthetic
+from draguard.harness.invariants import evaluate
+from draguard.harness.runner.incremental import INCREMENTAL, Incremental
+
+NAMES = sorted(INCREMENTAL)
+
+
+def _messages(found: dict[str, Any]) -> set[str]:
+    return {v.message for vs in found.values() for v in vs}
+
+
+def _keys(found: dict[str, Any]) -> set[tuple[str, str]]:
+    """What was violated: a double allocation by its device (its message lists however many claims
+    hold it now), any other violation by its message."""
+    return {(n, str(v.devices) if n == "no-double-allocation" else v.message) for n, vs in found.items() for v in vs}
+
+
+def _bump(claim: dict[str, Any]) -> dict[str, Any]:
+    claim = copy.deepcopy(claim)
+    claim["metadata"]["resourceVersion"] = str(int(claim["metadata"].get("resourceVersion", "1")) + 1)
+    return claim
+
+
+def test_a_changed_claim_taking_an_unchanged_claims_device_is_a_double_allocation() -> None:
+    snap = _synthetic(10, 40, 8)
+    inc = Incremental()
+    assert not _messages(evaluate(inc.reduce(snap), NAMES))
+    assert inc.last_judged == 40
+    claims = list(snap.claims)
+    victim = claims[3]["status"]["allocation"]["devices"]["results"][0]
+    thief = _bump(claims[7])
+    thief["status"]["allocation"]["devices"]["results"][0].update(pool=victim["pool"], device=victim["device"])
+    claims[7] = thief
+    changed = dataclasses.replace(snap, claims=tuple(claims))
+    reduced = inc.reduce(changed)
+    assert inc.last_judged == 2  # the changed claim and the one on its device
+    found = evaluate(reduced, NAMES)
+    assert found["no-double-allocation"], "the incremental round missed the double allocation"
+    assert _messages(found) == _messages(evaluate(changed, NAMES))
+
+
+def test_an_unchanged_round_judges_nothing_and_a_slice_change_judges_everything() -> None:
+    snap = _synthetic(5, 20, 8)
+    inc = Incremental()
+    inc.reduce(snap)
+    inc.reduce(snap)
+    assert inc.last_judged == 0
+    slices = list(snap.slices)
+    slices[0] = copy.deepcopy(slices[0])
+    slices[0]["metadata"]["resourceVersion"] = "99"
+    inc.reduce(dataclasses.replace(snap, slices=tuple(slices)))
+    assert inc.last_judged == 20
+
+
+def test_random_changes_incremental_finds_what_full_evaluation_finds() -> None:
+    rng = random.Random(12)
+    snap = _synthetic(6, 40, 8)
+    inc = Incremental()
+    reported = _keys(evaluate(inc.reduce(snap), NAMES))
+    for _ in range(40):
+        claims = list(snap.claims)
+        i = rng.randrange(len(claims))
+        c = _bump(claims[i])
+        result = c["status"]["allocation"]["devices"]["results"][0]
+        result.update(pool=f"n-{rng.randrange(6)}", device=f"gpu-{rng.randrange(9)}")  # gpu-8 does not exist
+        claims[i] = c
+        snap = dataclasses.replace(snap, claims=tuple(claims))
+        reported |= _keys(evaluate(inc.reduce(snap), NAMES))
+        full = _keys(evaluate(snap, NAMES))
+        assert full <= reported, full - reported
