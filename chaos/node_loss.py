@@ -2,7 +2,9 @@
 
 The node lifecycle controller marks it NotReady and, after the pods' tolerations, evicts them. The
 node's agent stops syncing too, so prepared devices stay prepared until it returns (after
-``duration``, or when the cleanup phase starts).
+``duration``, or when the cleanup phase starts). A fake node stops acting while its agent process goes
+on; a hollow kubelet is killed, its lease expires, and it is started again (from its checkpoint) when
+the node returns.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ class NodeLossParams(Params):
 
 
 @FAULTS.register("node-loss", summary="the targeted node stops heartbeating and syncing pods",
-                 params=NodeLossParams, needs=("fake-nodes",))
+                 params=NodeLossParams, needs=("fake-nodes",), node_capability="loss")
 def node_loss(ctx: StepContext, params: NodeLossParams | None) -> None:
     params = params or NodeLossParams()
     nodes = ctx.target_nodes()

@@ -1,6 +1,7 @@
 """``node-restart``: the node agent (kubelet role) is killed and started again.
 
-It must come back from its checkpoint: no claim prepared twice, no claim forgotten.
+It must come back from its checkpoint: no claim prepared twice, no claim forgotten. Fake nodes share
+one agent process, which restarts as a whole; a hollow kubelet is restarted for each targeted node.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ class NodeRestartParams(Params):
     """SIGKILL (a crash) rather than a clean stop."""
 
 
-@FAULTS.register("node-restart", summary="kill and restart the fake node agent", params=NodeRestartParams,
-                 needs=("fake-nodes",))
+@FAULTS.register("node-restart", summary="kill and restart the node agent (fake agent or hollow kubelet)",
+                 params=NodeRestartParams, needs=("fake-nodes",), node_capability="restart")
 def node_restart(ctx: StepContext, params: NodeRestartParams | None) -> None:
     params = params or NodeRestartParams()
-    ctx.restart_node_agents(kill=params.kill)
+    ctx.restart_node_agents(kill=params.kill, nodes=ctx.target_nodes() if ctx.step.target else None)
     ctx.fired()
     ctx.note(f"node agent {'killed' if params.kill else 'stopped'} and restarted")

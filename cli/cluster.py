@@ -158,13 +158,14 @@ def restart(name: str, component: str) -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the cache has the binaries.")
 @click.option("--download/--no-download", default=True, help="Try the official release binaries first.")
 def build(force: bool, download: bool) -> None:
-    """Fetch or build the control-plane binaries into the cache and print their directory."""
+    """Fetch or build the control-plane binaries (and draguard-kubelet) into the cache and print their directory."""
     entry = bins.cache_entry()
     if force and entry.exists():
         import shutil
 
         shutil.rmtree(entry)
     found = bins.resolve(allow_download=download, progress=_progress)
+    bins.ensure_built(found, (bins.KUBELET,), progress=_progress)  # the hollow DRA kubelet, beside the control plane
     click.echo(str(found.directory))
 
 

@@ -50,6 +50,12 @@ def _mutant_help() -> str:
     default=None,
     help="node directories root [default: <state dir>/nodes]",
 )
+@click.option(
+    "--node-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="where the node's hardware (device truth) and CDI specs live [default: --root]",
+)
 @click.option("--driver", "driver_name", default=DEFAULT_DRIVER, show_default=True, help="driver name")
 @click.option("--devices", type=click.IntRange(1, 512), default=None, help="N generic GPUs [default: 8]")
 @click.option(
@@ -68,6 +74,7 @@ def fake(
     kubeconfig: Path,
     node: str,
     root: Path | None,
+    node_root: Path | None,
     driver_name: str,
     devices: int | None,
     topology: Path | None,
@@ -88,6 +95,7 @@ def fake(
         kubeconfig=kubeconfig,
         node=node,
         root=root if root is not None else state_dir() / "nodes",
+        node_root=node_root,
         driver=driver_name,
         devices=devices,
         topology=topology,

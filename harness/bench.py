@@ -9,7 +9,9 @@ Benchmarks (each repeated; medians reported, never a single timing):
 - ``watch-decode``: turning ResourceSlice watch events into objects, plain JSON (what draguard does)
   against the official client's typed models, measured alternately in the same run (the ratio is
   why :mod:`draguard.harness.kube` works on dicts);
-- ``scenario-load``: validating every scenario file of the library.
+- ``scenario-load``: validating every scenario file of the library;
+- ``kubelet``: the hollow DRA kubelet's start-up time and memory, and one pod's bind-to-Running on a
+  hollow kubelet and on the fake agent side by side.
 
 Results go to ``benchmarks/results/<name>.json`` with the machine, the date and the raw samples.
 Talks to: the local backend, the fake nodes, the scenario loader.
@@ -128,6 +130,12 @@ def bench_scenario_load(repeat: int, progress: Progress) -> dict[str, Any]:
     return {"unit": "ms per file", "files": len(files), "median": _median(samples), "samples": [round(s, 2) for s in samples]}
 
 
+def bench_kubelet(repeat: int, progress: Progress) -> dict[str, Any]:
+    from .kubelet.bench import kubelet_vs_fake
+
+    return kubelet_vs_fake(repeat, progress)
+
+
 BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "cluster-up": bench_cluster_up,
     "fake-nodes": bench_fake_nodes,
@@ -137,6 +145,7 @@ BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "invariant-cost": bench_scale.bench_invariant_cost,
     "churn": bench_scale.bench_churn,
     "library-wall": bench_scale.bench_library_wall,
+    "kubelet": bench_kubelet,
 }
 """Each takes ``(repeat, progress)`` and, where it has sizes, keyword arguments for them (``nodes``,
 ``pods``, ``devices``, ``rate``, ``duration``, ``count``, ``limit``): ``draguard bench --nodes 50`` passes

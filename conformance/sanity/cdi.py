@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from draguard.harness.driver import cdi as cdi_specs
+from draguard.harness import cdi as cdi_specs
 
 from .suite import SanityContext, Skip, expect, sanity_check
 
@@ -34,11 +34,8 @@ def specs_naming(cdi_dir: Path, text: str) -> list[str]:
 
 
 def _resolve_problems(cdi_dir: Path, ids: list[str]) -> list[str]:
-    yaml_specs = [p.name for p in cdi_dir.glob("*.y*ml")]
-    problems = cdi_specs.check_spec(cdi_dir, ids)
-    if problems and yaml_specs:  # check_spec reads JSON specs only; say so rather than misjudge
-        problems.append(f"(YAML specs were not read: {yaml_specs})")
-    return problems
+    """Resolved as a runtime does (JSON and YAML specs, versions, conflicts): draguard.harness.cdi."""
+    return cdi_specs.check_ids(cdi_dir, ids)
 
 
 @sanity_check(
@@ -74,7 +71,7 @@ def spec_removed(ctx: SanityContext) -> None:
     ids = [i for d in result.devices for i in d.cdi_device_ids]
     ctx.unprepared_ok(claim)
     left = specs_naming(cdi_dir, claim.uid)
-    still = [i for i in ids if not cdi_specs.check_spec(cdi_dir, [i])]
+    still = [i for i in ids if not cdi_specs.check_ids(cdi_dir, [i])]
     expect(not left and not still, f"after unprepare of {claim}: specs {left} remain, IDs {still} still resolve",
            [str(claim)], [d0[1]])
 

@@ -75,5 +75,17 @@ class FakeDriverHooks:
     def make_unhealthy(self, device: str, message: str) -> None:
         self._set(unhealthy={"devices": [device], "message": message})
 
+    def device_sharing(self, device: str) -> str | None:
+        from draguard.harness.devices.truth import DeviceTruth
+
+        rec = DeviceTruth(self.root, self.node).read().devices.get(device)
+        return rec.sharing if rec is not None else None
+
+    def device_reset_state(self, device: str) -> str | None:
+        from draguard.harness.devices.truth import DeviceTruth
+
+        rec = DeviceTruth(self.root, self.node).read().devices.get(device)
+        return rec.reset if rec is not None else None
+
     def clear(self) -> None:
         clear_faults(self.root, self.node, self.driver)

@@ -30,9 +30,9 @@ def state_survives(ctx: SanityContext) -> None:
     ctx.wait_ready()
     # No prepare after the restart: the kubelet does not send one for a claim it has prepared.
     if ctx.config.cdi_dir is not None and ids:
-        from draguard.harness.driver import cdi as cdi_specs
+        from draguard.harness import cdi as cdi_specs
 
-        problems = cdi_specs.check_spec(ctx.config.cdi_dir, ids)
+        problems = cdi_specs.check_ids(ctx.config.cdi_dir, ids)
         expect(not problems, f"after the restart the CDI IDs of the prepared {claim} no longer resolve: {problems}",
                [str(claim)], [d0[1]])
     ctx.unprepared_ok(claim)

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +124,12 @@ class DriverHooks(Protocol):
 
     def make_unhealthy(self, device: str, message: str) -> None:
         """Make ``device`` unhealthy in the hardware (what the health stream must then report)."""
+
+    def device_sharing(self, device: str) -> str | None:
+        """The sharing set up on ``device`` in the hardware (``TimeSlicing``, ``MPS``), or None."""
+
+    def device_reset_state(self, device: str) -> str | None:
+        """The hardware's reset state of ``device`` (``clean`` once reset since its last use)."""
 
     def clear(self) -> None:
         """Undo every fault set through these hooks."""
@@ -285,6 +291,7 @@ class SanityContext:
         name: str | None = None,
         driver: str | None = None,
         node: str | None = None,
+        config: Sequence[Mapping[str, Any]] = (),
     ) -> ClaimRef:
         """A ResourceClaim allocated ``devices`` (pool, device) of ``driver`` on ``node``, as the scheduler writes it."""
         if self.kube is None or self.namespace is None:
@@ -309,7 +316,7 @@ class SanityContext:
                 "allocation": {
                     "devices": {"results": [
                         {"request": "req", "driver": driver, "pool": pool, "device": dev} for pool, dev in devices
-                    ]},
+                    ], "config": [{"source": "FromClaim", "opaque": dict(c)} for c in config]},
                     "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                         {"key": "metadata.name", "operator": "In", "values": [node]}
                     ]}]},
@@ -357,7 +364,7 @@ class SanityContext:
                 problems.append(f"delete {m.ref}: {exc}")
         return problems
 
-    def hook(self, name: str) -> Callable[..., None]:
+    def hook(self, name: str) -> Callable[..., Any]:
         """The hook ``name``, or skip the check saying which hook it needs.
 
         Hooks run on one thread that lives as long as the suite: a driver process a ``restart``
@@ -369,8 +376,8 @@ class SanityContext:
             raise Skip(f"needs the {name!r} hook (the suite cannot do this to an arbitrary driver); "
                        f"{'no hooks were given' if self.hooks is None else 'the given hooks lack it'}")
 
-        def on_hook_thread(*args: Any) -> None:
-            self._hook_thread.submit(fn, *args).result()
+        def on_hook_thread(*args: Any) -> Any:
+            return self._hook_thread.submit(fn, *args).result()
 
         return on_hook_thread
 

@@ -8,7 +8,7 @@ reached the driver (kubernetes ``pkg/kubelet/cm/dra/manager.go``, ``unprepareRes
 
 from __future__ import annotations
 
-from .suite import SanityContext, expect, sanity_check
+from .suite import SanityContext, Skip, expect, sanity_check
 
 MANAGER = "kubelet pkg/kubelet/cm/dra/manager.go (unprepareResources)"
 GUARDRAIL = "draguard guardrail 4 (the good unprepare: an unknown claim is success; reset, then deregister)"
@@ -98,8 +98,35 @@ def failed_release_retried(ctx: SanityContext) -> None:
     while answers[-1].get(claim.uid) != "" and len(answers) < 4:  # the kubelet retries until it succeeds
         answers.append(ctx.unprepare(claim))
     expect(answers[-1].get(claim.uid) == "", f"unprepare of {claim} never succeeded: {answers!r}", [str(claim)])
+    try:  # where the hardware can be asked, the device must have been reset (not only forgotten)
+        reset_state = ctx.hook("device_reset_state")
+    except Skip:
+        reset_state = None
+    if reset_state is not None:
+        state = reset_state(d0[1])
+        expect(state == "clean", f"unprepare of {claim} answered {answers!r}, but device {d0[1]} was never reset: "
+               f"the hardware says {state!r} (the driver forgot the claim before the reset)", [str(claim)], [d0[1]])
     other = ctx.claim([d0])
     answer = ctx.prepare(other)
     expect(other.uid in answer and not answer[other.uid].error,
            f"after a failed release of {d0[1]} and unprepare answers {answers!r}, the device cannot be prepared "
            f"for a new claim: {answer.get(other.uid)!r}", [str(claim), str(other)], [d0[1]])
+
+
+@sanity_check(
+    "sanity.unprepare.sharing-torn-down",
+    rule="after unprepare of a claim whose opaque config set up sharing (MPS), no sharing is left on its device",
+    source="draguard guardrail 6 (shared accelerators name a sharing strategy, with deterministic cleanup)",
+    aimed_at=("leave-sharing-state",),
+    needs=("device_sharing",),
+)
+def sharing_torn_down(ctx: SanityContext) -> None:
+    sharing = ctx.hook("device_sharing")  # skip before touching anything when the hardware cannot be asked
+    (d0,) = ctx.devices(1)
+    mps = {"driver": ctx.config.driver, "parameters": {"sharing": {"strategy": "MPS"}}}
+    claim = ctx.claim([d0], config=[mps])
+    ctx.prepared_ok(claim)
+    ctx.unprepared_ok(claim)
+    left = sharing(d0[1])
+    expect(left is None, f"after unprepare of {claim} device {d0[1]} still has {left} sharing set up",
+           [str(claim)], [d0[1]])

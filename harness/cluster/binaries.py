@@ -29,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from typing import IO
 from dataclasses import dataclass
 from typing import IO
 from pathlib import Path
@@ -46,6 +47,9 @@ __all__ = [
     "build_from_source",
     "download_release",
     "verify_cache_entry",
+    "KUBELET",
+    "ensure_built",
+    "sources_digest",
 ]
 
 K8S_VERSION = "v1.37.2"
@@ -54,13 +58,18 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manag
 TEST_DRIVER = "dra-test-driver"
 """The upstream DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), built beside the control plane."""
 
+KUBELET = "draguard-kubelet"
+"""draguard's hollow DRA kubelet (``harness/kubelet/*.go``), built from the same module as the control plane."""
+
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
+KUBELET_SRC = Path(__file__).resolve().parent.parent / "kubelet"
 _GO_PACKAGES = {
     "etcd": "go.etcd.io/etcd/server/v3",
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     TEST_DRIVER: "k8s.io/kubernetes/test/e2e/dra/test-driver",
+    KUBELET: "./kubelet",
 }
 _RELEASE_DATE = "2026-10-27T12:01:04Z"  # k8s.io/kubernetes v1.37.2 module time, stamped as buildDate
 
@@ -221,10 +230,101 @@ def _ldflags(version: str) -> str:
     return " ".join(flags) + " -s -w"
 
 
+def sources_digest() -> str:
+    """sha256 over the Go module files and the kubelet's sources: a cached kubelet built from other sources is stale."""
+    h = hashlib.sha256()
+    for path in [*(GOMOD_DIR / n for n in ("go.mod", "go.sum")), *sorted(KUBELET_SRC.glob("*.go"))]:
+        if not path.name.endswith("_test.go"):
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def stage_module(workdir: Path, tests: bool = False) -> Path:
+    """Copy the Go module (and the kubelet's sources, as package ``./kubelet``) into ``workdir``."""
+    for name in ("go.mod", "go.sum", "tools.go"):
+        shutil.copy(GOMOD_DIR / name, workdir / name)
+    (workdir / "kubelet").mkdir(exist_ok=True)
+    for src in KUBELET_SRC.glob("*.go"):
+        if tests or not src.name.endswith("_test.go"):
+            shutil.copy(src, workdir / "kubelet" / src.name)
+    return workdir
+
+
+def _go_build(go: str, name: str, out: Path, workdir: Path, version: str, log: IO[str], started: float,
+              progress: Progress) -> None:
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(version), "-o", str(out), _GO_PACKAGES[name]]
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    count = 0
+    last = time.monotonic()
+    every = 1.0 if wants_counts(progress) else 15.0
+    for line in proc.stdout:
+        log.write(line)
+        count += 1
+        if time.monotonic() - last > every:
+            if every < 15:
+                progress(Counted(f"building {name}: packages compiled", count))
+            else:
+                progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
+            last = time.monotonic()
+    if proc.wait() != 0:
+        log.flush()
+        tail = "".join(Path(log.name).read_text().splitlines(keepends=True)[-5:])
+        raise HarnessError(f"go build of {name} failed (full log: {log.name}):\n{tail}")
+
+
+def ensure_built(entry: Binaries, components: tuple[str, ...] = (KUBELET,), progress: Progress = print) -> None:
+    """Build ``components`` into an existing cache entry if they are missing or (the kubelet) stale.
+
+    Each is built beside the entry and renamed in, then the manifest is rewritten with its sha256 and,
+    for the kubelet, the digest of the sources it was built from.
+    """
+    if entry.source == "dir":  # a directory the user named: used as is, never written
+        missing = [c for c in components if not entry.has(c)]
+        if missing:
+            raise HarnessError(f"binary directory {entry.directory} lacks executable {', '.join(missing)}; "
+                               "unset DRAGUARD_BIN_DIR to build it into the cache")
+        return
+    try:
+        manifest = json.loads((entry.directory / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessError(f"binary directory {entry.directory} has no readable manifest.json: {exc}") from exc
+    digest = sources_digest()
+    todo = [c for c in components
+            if not entry.has(c) or (c == KUBELET and manifest.get("sources", {}).get(c) != digest)]
+    if not todo:
+        return
+    go = shutil.which("go")
+    if go is None:
+        raise HarnessError(f"{', '.join(todo)} missing from {entry.directory} and no Go toolchain to build them: install Go >= 1.26")
+    workdir = stage_module(Path(tempfile.mkdtemp(prefix="draguard-gomod-")))
+    started = time.monotonic()
+    try:
+        with entry.directory.with_name(entry.directory.name + ".build.log").open("a") as log:
+            for name in todo:
+                progress(f"building {name} ({_GO_PACKAGES[name]}) into {entry.directory}")
+                partial = entry.directory / f".{name}.partial"
+                try:
+                    _go_build(go, name, partial, workdir, K8S_VERSION, log, started, progress)
+                    partial.rename(entry.directory / name)
+                finally:
+                    partial.unlink(missing_ok=True)
+                manifest.setdefault("sha256", {})[name] = _sha256(entry.directory / name)
+                if name == KUBELET:
+                    manifest.setdefault("sources", {})[name] = digest
+                tmp = entry.directory / ".manifest.json.partial"
+                tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+                tmp.rename(entry.directory / "manifest.json")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    progress(f"built {', '.join(todo)} in {time.monotonic() - started:.0f}s")
+
+
 def build_from_source(
     dest_root: Path | None = None,
     version: str = K8S_VERSION,
-    components: tuple[str, ...] = (*COMPONENTS, TEST_DRIVER),
+    components: tuple[str, ...] = (*COMPONENTS, TEST_DRIVER, KUBELET),
     progress: Progress = print,
 ) -> Binaries:
     """Build the binaries from Go modules; minutes warm, tens of minutes cold on 2 cores."""
@@ -239,36 +339,19 @@ def build_from_source(
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     # The module may sit in a read-only site-packages: build from a private copy.
-    workdir = Path(tempfile.mkdtemp(prefix="draguard-gomod-"))
-    for name in ("go.mod", "go.sum", "tools.go"):
-        shutil.copy(GOMOD_DIR / name, workdir / name)
-    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    workdir = stage_module(Path(tempfile.mkdtemp(prefix="draguard-gomod-")))
     log_path = final.with_name(final.name + ".build.log")
     started = time.monotonic()
     try:
         with log_path.open("w") as log:
             for name in components:
                 progress(f"building {name} ({_GO_PACKAGES[name]}) with {go}")
-                cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(version), "-o", str(partial / name), _GO_PACKAGES[name]]
-                proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                assert proc.stdout is not None
-                count = 0
-                last = time.monotonic()
-                every = 1.0 if wants_counts(progress) else 15.0
-                for line in proc.stdout:
-                    log.write(line)
-                    count += 1
-                    if time.monotonic() - last > every:
-                        if every < 15:
-                            progress(Counted(f"building {name}: packages compiled", count))
-                        else:
-                            progress(f"  {name}: {count} packages compiled, {time.monotonic() - started:.0f}s elapsed")
-                        last = time.monotonic()
-                if proc.wait() != 0:
-                    log.flush()
-                    tail = "".join(log_path.read_text().splitlines(keepends=True)[-5:])
-                    raise HarnessError(f"go build of {name} failed (full log: {log_path}):\n{tail}")
+                _go_build(go, name, partial / name, workdir, version, log, started, progress)
         _write_manifest(partial, version, "build")
+        if KUBELET in components:
+            manifest = json.loads((partial / "manifest.json").read_text())
+            manifest["sources"] = {KUBELET: sources_digest()}
+            (partial / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         shutil.rmtree(final, ignore_errors=True)
         partial.rename(final)
     except BaseException:

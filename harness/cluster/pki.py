@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ruamel.yaml import YAML
 
-__all__ = ["Pki", "write_kubeconfig"]
+__all__ = ["Pki", "write_kubeconfig", "node_kubeconfig"]
 
 _VALID = dt.timedelta(days=365)
 
@@ -168,3 +168,31 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, client: str, cluster_nam
         yaml.dump(doc, f)
     path.chmod(0o600)
     return path
+
+
+def node_kubeconfig(pki: Pki, server: str, node: str, path: Path) -> Path:
+    """A kubeconfig for ``node``'s kubelet: client certificate ``system:node:<node>`` in ``system:nodes``
+    signed by the cluster CA, so the Node authorizer and NodeRestriction apply as on a real node."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{pki.ca_key}: not the EC key draguard generates")
+    ca = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes())
+    key = _key()
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(f"system:node:{node}", "system:nodes"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALID)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    name = f"node-{node}"
+    crt_path, key_path = pki.client(name)
+    crt_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(_pem_key(key))
+    key_path.chmod(0o600)
+    return write_kubeconfig(path, server, pki, name, "draguard")

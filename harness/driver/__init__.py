@@ -9,10 +9,11 @@ mutants reproduce known driver bugs so that the conformance suite can be shown t
     topology.py  node topology files and presets  -> Inventory (devices, counter sets)
     slices.py    Inventory -> v1 ResourceSlices, published through Kube
     state.py     device and claim records, the checkpoint (atomic write), leak checks
-    cdi.py       one CDI spec file per prepared claim
+    (CDI specs: one per prepared claim, written with draguard.harness.cdi; the devices themselves
+    are changed only through draguard.harness.devices.nvml: reset, partitions, sharing)
     faults.py    fault control read from faults.json
     mutants.py   registry of known-bug modes
-    plugin.py    prepare / unprepare logic on top of state, cdi, faults and mutants
+    plugin.py    prepare / unprepare logic on top of state, CDI, NVML, faults and mutants
     service.py   gRPC servicers and the two unix-socket servers
     process.py   run the driver as a subprocess (node agent, runner, tests)
 

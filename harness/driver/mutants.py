@@ -29,6 +29,7 @@ FLAGS = (
     "reprepare_completed",
     "unknown_unprepare_error",
     "silent_health",
+    "keep_sharing_state",
 )
 
 
@@ -48,6 +49,7 @@ class Mutant:
     reprepare_completed: ClassVar[bool] = False
     unknown_unprepare_error: ClassVar[bool] = False
     silent_health: ClassVar[bool] = False
+    keep_sharing_state: ClassVar[bool] = False
 
     @classmethod
     def describe(cls) -> str:
@@ -244,3 +246,15 @@ class SilentHealth(Mutant):
     """
 
     silent_health = True
+
+
+@mutant("leave-sharing-state", upstream="guardrail rule 6: shared accelerators have deterministic cleanup when the pod ends")
+class LeaveSharingState(Mutant):
+    """Unprepare resets the device but leaves its MPS / time-slicing set-up behind.
+
+    The sharing strategy a claim configured (an MPS control daemon, a time-slice compute policy)
+    outlives the claim: the next claim on the device inherits it, with no sharing of its own asked
+    for. The driver's books are clean; only the device shows the state.
+    """
+
+    keep_sharing_state = True

@@ -1,6 +1,7 @@
 """The fake driver's behaviour: NodePrepareResources and NodeUnprepareResources on simulated devices.
 
-:class:`FakeDriver` owns the checkpoint (:mod:`.state`), writes CDI specs (:mod:`.cdi`), asks fault
+:class:`FakeDriver` owns the checkpoint (:mod:`.state`), writes CDI specs (:mod:`draguard.harness.cdi`),
+changes the devices only through NVML-like calls (:mod:`draguard.harness.devices.nvml`), asks fault
 control (:mod:`.faults`) where a fault may strike and follows the active mutant (:mod:`.mutants`).
 It reads ResourceClaims through a :class:`ClaimReader` (the API server via ``Kube`` in the driver
 process). The gRPC layer (:mod:`.service`) only converts messages.
@@ -10,11 +11,14 @@ The correct driver:
 * prepare reads the claim, checks UID, driver, pool (= this node) and device names, reserves the
   devices (``PrepareStarted``), writes the CDI spec, then records ``PrepareCompleted``; a second
   prepare returns the same devices; a prepare that was in flight while the claim was unprepared
-  is rejected as stale; a device another claim holds is never handed out twice;
+  is rejected as stale; a device another claim holds is never handed out twice (unless it is
+  published with ``allowMultipleAllocations``); MIG-like devices get their partition created and a
+  claim whose opaque config names ``sharing.strategy`` gets time-slicing or MPS set up;
 * unprepare needs only the claim UID: it resets and drains each device (prepared -> resetting ->
   free), removes the CDI spec and forgets the claim only after every reset succeeded; a failed
   reset leaves the device ``failed``, keeps the claim and reports an error for that claim so the
   kubelet retries; an unknown claim is success;
+* unprepare tears sharing down before the reset and destroys the partition after it;
 * errors are per claim, never for the whole batch;
 * no lock is held while a device resets: other claims are prepared meanwhile;
 * claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone.
@@ -32,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import cdi
+from ..devices.nvml import SHARING_STRATEGIES, FakeNvml, NvmlError
+from ..devices.truth import DeviceTruth, installed_devices
 from ..grpcapi.plugin import ClaimRef
 from ..paths import NodeDirs
-from . import cdi
 from .faults import FaultControl
 from .mutants import Mutant
 from .state import (
@@ -102,6 +108,7 @@ class FakeDriver:
         faults: FaultControl | None = None,
         reset_seconds: float = 0.005,
         log: logging.Logger | None = None,
+        node_root: Path | None = None,
     ) -> None:
         self.driver = driver
         self.node = node
@@ -113,11 +120,17 @@ class FakeDriver:
         self.log = log or logging.getLogger("draguard.driver")
         self.plugin_dir: Path = dirs.plugin_dir(driver)
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
-        dirs.cdi.mkdir(parents=True, exist_ok=True)
+        # The node's hardware and its CDI directory are the machine's, not the plugin's: with the
+        # interposer in front, the sockets live under another root than these.
+        machine = NodeDirs(node_root, node) if node_root is not None else dirs
+        self.cdi_dir: Path = machine.cdi
+        self.cdi_dir.mkdir(parents=True, exist_ok=True)
         self.faults = faults or FaultControl(self.plugin_dir, self.log)
+        self.nvml = FakeNvml(DeviceTruth(machine.root, node), reset_fails=self.faults.reset_fails)
+        self.nvml.install(installed_devices(inventory))
         self.checkpoint_path = self.plugin_dir / "checkpoint.json"
         cleanup_temporaries(self.plugin_dir, "checkpoint.json.")
-        cleanup_temporaries(dirs.cdi, f"{driver}-")
+        cleanup_temporaries(self.cdi_dir, f"{driver}-")
         self.cp = Checkpoint.load(self.checkpoint_path, driver, node)
         unknown = sorted(set(self.cp.devices) - set(inventory.names))
         if unknown:
@@ -177,7 +190,8 @@ class FakeDriver:
                 raise BatchAborted(f"prepare {ref}: {out[ref.uid].error}")
         return out
 
-    def _read_allocation(self, ref: ClaimRef) -> list[tuple[dict[str, Any], DeviceInfo]]:
+    def _read_allocation(self, ref: ClaimRef) -> tuple[list[tuple[dict[str, Any], DeviceInfo]], dict[str, str]]:
+        """The claim's devices of this driver on this node, and the sharing strategy per request."""
         obj = self.claims.get_claim(ref.namespace, ref.name)
         what = f"ResourceClaim {ref.namespace}/{ref.name}"
         if obj is None:
@@ -209,6 +223,30 @@ class FakeDriver:
             if info is None:
                 raise ClaimError(f"{what}: device {r.get('device')!r} is not published by {self.driver} on {self.node}")
             out.append((r, info))
+        return out, self._sharing(what, allocation, mine)
+
+    def _sharing(self, what: str, allocation: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, str]:
+        """Request -> sharing strategy, from the opaque configs for this driver (``parameters.sharing.strategy``,
+        the shape of NVIDIA's GpuConfig); an unknown strategy fails the claim, as a real driver's
+        config validation does."""
+        out: dict[str, str] = {}
+        for entry in (allocation.get("devices") or {}).get("config") or []:
+            opaque = entry.get("opaque") or {}
+            if opaque.get("driver") != self.driver:
+                continue
+            params = opaque.get("parameters") or {}
+            sharing = params.get("sharing") if isinstance(params, dict) else None
+            strategy = sharing.get("strategy") if isinstance(sharing, dict) else None
+            if strategy is None:
+                continue
+            if strategy not in SHARING_STRATEGIES:
+                raise ClaimError(f"{what}: sharing strategy {strategy!r} is not supported; "
+                                 f"known: {', '.join(SHARING_STRATEGIES)}")  # fmt: skip
+            for r in results:
+                request = str(r.get("request", ""))
+                names = entry.get("requests") or []
+                if not names or request in names or request.split("/")[0] in names:
+                    out.setdefault(request, strategy)
         return out
 
     def _prepare_one(self, ref: ClaimRef, start: int) -> list[PreparedDevice]:
@@ -219,7 +257,7 @@ class FakeDriver:
                 if self.mutant.reprepare_completed:
                     return self._reprepare(ref, rec)
                 return rec.devices  # idempotent: no API read, same devices and CDI IDs
-        allocated = self._read_allocation(ref)
+        allocated, sharing = self._read_allocation(ref)
         self._crash("prepare.after_read")
         if self.faults.prepare_fails(ref.uid, ref.namespace, ref.name):
             raise ClaimError(f"injected prepare failure for {ref}")
@@ -237,16 +275,17 @@ class FakeDriver:
                 raise ClaimError(f"{ref} is being unprepared (a device reset failed or was interrupted); unprepare it again")
             if not self.mutant.allow_double_allocation:
                 for r, info in allocated:
-                    if r.get("adminAccess"):
+                    if r.get("adminAccess") or info.allow_multiple:
                         continue
                     problem = self._conflict(ref.uid, info)
                     if problem:
                         raise ClaimError(f"{ref}: {problem}")
             devices = [PreparedDevice([str(r.get("request", ""))], self.node, info.name) for r, info in allocated]
-            admin = {info.name for r, info in allocated if r.get("adminAccess")}
+            # Admin access and devices that allow multiple allocations are not held exclusively.
+            shared = {info.name for r, info in allocated if r.get("adminAccess") or info.allow_multiple}
             rec = ClaimRecord(ref.uid, ref.namespace, ref.name, ClaimState.PREPARE_STARTED, devices)
             self.cp.claims[ref.uid] = rec
-            wanted = {d.device for d in devices} - admin
+            wanted = {d.device for d in devices} - shared
             for name in self.cp.held_by(ref.uid):
                 if name not in wanted:  # left over from an earlier attempt with other devices
                     self.cp.devices[name] = DeviceRecord()
@@ -254,16 +293,31 @@ class FakeDriver:
                 self.cp.devices[name] = DeviceRecord(DeviceState.PREPARED, ref.uid)
             self._save()
             self._crash("prepare.after_started")
-            cdi.write_spec(
-                self.dirs.cdi,
+            for r, info in allocated:
+                if r.get("adminAccess"):
+                    continue
+                if info.parent:
+                    self.nvml.create_partition(info.parent, info.name)
+                strategy = sharing.get(str(r.get("request", "")))
+                if strategy:
+                    self.nvml.configure_sharing(info.name, strategy, ref.uid)
+            paths = self.nvml.device_paths()
+            spec = cdi.claim_spec(
                 self.driver,
                 ref.uid,
-                [cdi.CdiDevice(info.name, info.uuid, str(r.get("request", ""))) for r, info in allocated],
-                incomplete=self.mutant.incomplete_cdi,
-            )
+                [cdi.ClaimDevice(info.name, info.uuid, str(r.get("request", "")), paths.get(info.name, ""))
+                 for r, info in allocated],
+            )  # fmt: skip
+            path = cdi.spec_path(self.cdi_dir, self.driver, ref.uid)
+            if self.mutant.incomplete_cdi:
+                # The incomplete-cdi mutant: the spec exists but names none of the devices, as a driver
+                # that writes its spec before the device nodes exist (dra-driver-nvidia-gpu#1380).
+                cdi.write_raw(path, {**spec, "devices": []})
+            else:
+                cdi.write_spec(path, spec)
             self._crash("prepare.after_cdi")
             for d in devices:
-                d.cdi_device_ids = [cdi.device_id(self.driver, ref.uid, d.device)]
+                d.cdi_device_ids = [cdi.claim_device_id(self.driver, ref.uid, d.device)]
             rec.state = ClaimState.PREPARE_COMPLETED
             self._save()
             self._crash("prepare.after_completed")
@@ -274,14 +328,14 @@ class FakeDriver:
         new CDI IDs in a new spec file, leaving the previous spec where it is."""
         self._reprepared += 1
         name = f"{ref.uid}-r{self._reprepared}"
-        cdi.write_spec(
-            self.dirs.cdi,
-            self.driver,
-            name,
-            [cdi.CdiDevice(d.device, self._uuid(d.device), ",".join(d.requests)) for d in rec.devices],
-        )
+        paths = self.nvml.device_paths()
+        spec = cdi.claim_spec(self.driver, name, [
+            cdi.ClaimDevice(d.device, self._uuid(d.device), ",".join(d.requests), paths.get(d.device, ""))
+            for d in rec.devices
+        ])  # fmt: skip
+        cdi.write_spec(cdi.spec_path(self.cdi_dir, self.driver, name), spec)
         for d in rec.devices:
-            d.cdi_device_ids = [cdi.device_id(self.driver, name, d.device)]
+            d.cdi_device_ids = [cdi.claim_device_id(self.driver, name, d.device)]
         self._save()
         return rec.devices
 
@@ -308,12 +362,14 @@ class FakeDriver:
         return out
 
     def _reset(self, name: str) -> str:
-        """Reset and drain one device; returns an error message, empty on success."""
+        """Reset and drain one device through NVML; returns an error message, empty on success."""
         self._crash("unprepare.during_reset")
         with self._unlocked():
             time.sleep(self.reset_seconds + self.faults.reset_slow(name))
-            if self.faults.reset_fails(name):
-                return f"reset of device {name} failed (injected)"
+            try:
+                self.nvml.reset(name)
+            except NvmlError as exc:
+                return str(exc)
         return ""
 
     @contextlib.contextmanager
@@ -332,6 +388,24 @@ class FakeDriver:
             yield
         finally:
             self._lock.acquire()
+
+    def _shared_to_release(self, rec: ClaimRecord) -> list[str]:
+        """Devices of the claim held non-exclusively (multiple allocations) that no other claim uses."""
+        others = {d.device for uid, c in self.cp.claims.items() if uid != rec.uid for d in c.devices}
+        out = []
+        for d in rec.devices:
+            info = self.inventory.get(d.device)
+            if info is not None and info.allow_multiple and d.device not in others and d.device not in out:
+                out.append(d.device)
+        return out
+
+    def _teardown(self, uid: str, name: str) -> None:
+        """Undo what prepare set up on a device besides holding it: sharing, then the partition."""
+        if not self.mutant.keep_sharing_state:
+            self.nvml.configure_sharing(name, None)
+        info = self.inventory.get(name)
+        if info is not None and info.parent:
+            self.nvml.destroy_partition(info.parent, name)
 
     def _unprepare_one(self, ref: ClaimRef) -> None:
         self._crash("unprepare.begin")
@@ -361,6 +435,7 @@ class FakeDriver:
             if ref.uid in self._unpreparing:  # its devices are resetting in another call (lock released)
                 raise ClaimError(f"{ref} is already being unprepared (a device reset is running); retry")
             held = self.cp.held_by(ref.uid)
+            targets = held + self._shared_to_release(rec)
             rec.state = ClaimState.UNPREPARE_STARTED
             for name in held:
                 self.cp.devices[name] = DeviceRecord(DeviceState.RESETTING, ref.uid)
@@ -369,45 +444,50 @@ class FakeDriver:
             errors = []
             self._unpreparing.add(ref.uid)
             try:
-                resets = {name: self._reset(name) for name in held}
+                resets = {}
+                for name in targets:
+                    if not self.mutant.keep_sharing_state:
+                        self.nvml.configure_sharing(name, None)
+                    resets[name] = self._reset(name)
             finally:
                 self._unpreparing.discard(ref.uid)
-            for name in held:
+            for name in targets:
                 error = resets[name]
                 if error:
                     errors.append(error)
-                    self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error)
+                    if name in held:
+                        self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error)
                 else:
-                    self.cp.devices[name] = DeviceRecord()
+                    self._teardown(ref.uid, name)
+                    if name in held:
+                        self.cp.devices[name] = DeviceRecord()
             if errors:
                 self._save()
                 raise ClaimError(f"{ref}: {'; '.join(errors)}; the claim stays prepared, retry unprepare")
             self._crash("unprepare.after_reset")
-            cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
+            cdi.remove_spec(cdi.spec_path(self.cdi_dir, self.driver, ref.uid))
             self._crash("unprepare.after_cdi_removed")
             del self.cp.claims[ref.uid]
             self._save()
             self._crash("unprepare.after_forget")
-            self.log.info("unprepared %s: reset %s", ref, ", ".join(held) or "no devices")
+            self.log.info("unprepared %s: reset %s", ref, ", ".join(targets) or "no devices")
 
     def _unprepare_forget_first(self, ref: ClaimRef) -> None:
-        """The forget-before-reset mutant (see mutants.ForgetBeforeReset)."""
-        held = self.cp.held_by(ref.uid)
+        """The forget-before-reset mutant (see mutants.ForgetBeforeReset), as the guardrail's bad example:
+        the claim and its devices leave the books first, then the first failed reset returns the error."""
+        rec = self.cp.claims[ref.uid]
+        held = self.cp.held_by(ref.uid) + self._shared_to_release(rec)
         del self.cp.claims[ref.uid]
         for name in held:
-            self.cp.devices[name] = DeviceRecord(DeviceState.RESETTING, ref.uid)
-        cdi.remove_spec(self.dirs.cdi, self.driver, ref.uid)
+            self.cp.devices.pop(name, None)
+        cdi.remove_spec(cdi.spec_path(self.cdi_dir, self.driver, ref.uid))
         self._save()
         self._crash("unprepare.after_forget")
-        errors = []
         for name in held:
             error = self._reset(name)
-            self.cp.devices[name] = DeviceRecord(DeviceState.FAILED, ref.uid, error) if error else DeviceRecord()
             if error:
-                errors.append(error)
-        self._save()
-        if errors:
-            raise ClaimError(f"{ref}: {'; '.join(errors)}")
+                raise ClaimError(f"{ref}: {error}")
+            self._teardown(ref.uid, name)
 
     # -- background -----------------------------------------------------------------------------
     def cleanup_stale(self) -> list[str]:

@@ -53,14 +53,19 @@ class FakeDriverProcess:
         reset_ms: int | None = None,
         log_level: str = "info",
         env: dict[str, str] | None = None,
+        node_root: str | Path | None = None,
     ) -> None:
         self.kubeconfig = Path(kubeconfig)
         self.node = node
         self.root = Path(root) if root is not None else state_dir() / "nodes"
         self.driver = driver
         self.dirs = NodeDirs(self.root, node)
+        self.node_root = Path(node_root) if node_root is not None else self.root
+        """Where the node's device truth and CDI specs live (the sockets may be elsewhere)."""
         self.args = ["--kubeconfig", str(self.kubeconfig), "--node", node, "--root", str(self.root)]
         self.args += ["--driver", driver, "--log-level", log_level]
+        if node_root is not None:
+            self.args += ["--node-root", str(self.node_root)]
         if devices is not None:
             self.args += ["--devices", str(devices)]
         if topology is not None:

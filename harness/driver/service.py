@@ -259,6 +259,8 @@ class DriverConfig:
     devices: int | None = None
     topology: Path | None = None
     mutant: str | None = None
+    node_root: Path | None = None
+    """Where the node's device truth and CDI specs live, when not under ``root`` (the interposer)."""
     health_interval: float = 1.0
     reset_seconds: float = 0.005
     cleanup_interval: float = 30.0
@@ -313,6 +315,7 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
         faults=FaultControl(dirs.plugin_dir(config.driver), log),
         reset_seconds=config.reset_seconds,
         log=log,
+        node_root=Path(config.node_root).absolute() if config.node_root is not None else None,
     )
     server = PluginServer(
         plugin, dirs.dra_socket(config.driver), dirs.registration_socket(config.driver), config.health_interval

@@ -58,8 +58,13 @@ def _device(d: DeviceInfo, driver: str, taint: str | None) -> dict[str, Any]:
         out["consumesCounters"] = [
             {"counterSet": cs, "counters": {k: {"value": v} for k, v in sorted(c.items())}} for cs, c in d.consumes
         ]
+    taints = [{"key": k, "value": v, "effect": e} if v else {"key": k, "effect": e} for k, v, e in d.taints]
     if taint is not None:
-        out["taints"] = [{"key": f"{driver}/{UNHEALTHY_TAINT}", "value": taint[:63] or "true", "effect": "NoSchedule"}]
+        taints.append({"key": f"{driver}/{UNHEALTHY_TAINT}", "value": taint[:63] or "true", "effect": "NoSchedule"})
+    if taints:
+        out["taints"] = taints
+    if d.allow_multiple:
+        out["allowMultipleAllocations"] = True
     return out
 
 

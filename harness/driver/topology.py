@@ -37,6 +37,7 @@ __all__ = [
     "PartitionProfile",
     "Partitioning",
     "DeviceSpec",
+    "DeviceTaint",
     "NodeTopology",
     "Version",
     "DeviceInfo",
@@ -55,6 +56,7 @@ DEFAULT_DEVICES = 8
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_CAPACITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 _UUID_NS = uuidlib.UUID("5b1ad0c5-7d0e-4b8e-9d0f-6472616775a1")
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
@@ -93,6 +95,14 @@ class Partitioning(_Strict):
         return self
 
 
+class DeviceTaint(_Strict):
+    """A taint the driver publishes on a device (``spec.devices[].taints``)."""
+
+    key: str = Field(min_length=1, max_length=316)
+    value: str = Field(default="", max_length=63)
+    effect: Literal["None", "NoSchedule", "NoExecute"]
+
+
 class DeviceSpec(_Strict):
     """One physical accelerator of the node."""
 
@@ -111,7 +121,18 @@ class DeviceSpec(_Strict):
     )
     uuid: str | None = Field(default=None, description="default: derived from node and device name")
     attributes: dict[str, str | bool | int] = Field(default_factory=dict, description="extra attributes")
+    capacity: dict[str, str] = Field(default_factory=dict, description="extra capacities besides memory")
+    allowMultipleAllocations: bool = Field(default=False, description="several claims may share the device")
+    taints: list[DeviceTaint] = Field(default_factory=list, max_length=16, description="taints published on the device")
     partitioning: Partitioning | None = None
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacities(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, q in v.items():
+            if not _CAPACITY.match(q):
+                raise ValueError(f"capacity {key}: {q!r} is not a quantity such as 4, 500m or 80Gi")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -194,6 +215,10 @@ class DeviceInfo:
     units: frozenset[str] = frozenset()
     """Physical units (a whole device, or memory slices of a parent): devices whose units overlap
     cannot be prepared for two claims at once."""
+    allow_multiple: bool = False
+    """Published with ``allowMultipleAllocations``: several claims may hold it at once."""
+    taints: tuple[tuple[str, str, str], ...] = ()
+    """(key, value, effect) of each taint published on the device."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +299,7 @@ def resolve(topology: NodeTopology | list[DeviceSpec], node: str) -> Inventory:
             [f"{spec.name}/mem{i}" for i in range(part.memorySlices)] if part else [spec.name]
         )
         consumes: tuple[tuple[str, Mapping[str, str]], ...] = ()
-        capacity: dict[str, str] = {"memory": spec.memory}
+        capacity: dict[str, str] = {**spec.capacity, "memory": spec.memory}
         if part:
             cset = f"{spec.name}-counter-set"
             total = {"multiprocessors": str(part.multiprocessors), "memory": spec.memory}
@@ -291,6 +316,8 @@ def resolve(topology: NodeTopology | list[DeviceSpec], node: str) -> Inventory:
                 capacity=capacity,
                 consumes=consumes,
                 units=whole_units,
+                allow_multiple=spec.allowMultipleAllocations,
+                taints=tuple((t.key, t.value, t.effect) for t in spec.taints),
             )
         )
         if not part:

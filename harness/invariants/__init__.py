@@ -6,7 +6,7 @@ summary. Importing this package registers all of them. Reports, tests and scenar
 (``expect.hold`` / ``expect.violate``) use these names:
 
     claim-atomic, gang-atomic, no-double-allocation, topology, no-leak, no-legacy-mix,
-    sharing-explicit
+    sharing-explicit, container-devices
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from draguard.harness.invariants import (  # noqa: F401  (each registers itself)
     claim_atomic,
+    container_devices,
     gang_atomic,
     no_double_allocation,
     no_leak,
@@ -56,6 +57,7 @@ NAMES = (
     no_leak.NAME,
     no_legacy_mix.NAME,
     sharing_explicit.NAME,
+    container_devices.NAME,
 )
 """Every invariant defined here, in the order of the issue."""
 

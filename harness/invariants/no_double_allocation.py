@@ -1,5 +1,9 @@
 """``no-double-allocation``: no device is allocated to two claims (or twice to one), unless the
-device allows multiple allocations or the allocation has admin access."""
+device allows multiple allocations or the allocation has admin access.
+
+Judged in three places: the API (allocation results), each driver's books (a device prepared for
+two claims on one node) and the device truth (containers of two claims on one device at once).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,38 @@ def exclusive_users(snapshot: Snapshot) -> dict[DeviceId, list[Obj]]:
     return users
 
 
+def _shareable(snapshot: Snapshot, driver: str, node: str, device: str) -> bool:
+    published = snapshot.devices.get(DeviceId(driver, node, device))
+    return bool(published is not None and published.get("allowMultipleAllocations"))
+
+
+def _drivers(snapshot: Snapshot) -> list[Violation]:
+    admin = {(c["metadata"].get("uid"), d.device) for c, r, d in snapshot.allocated() if _admin(c, r)}
+    out: list[Violation] = []
+    for state in snapshot.drivers:
+        owners: dict[str, set[str]] = defaultdict(set)
+        for uid, devices in state.prepared.items():
+            for d in devices:
+                if (uid, d.device) not in admin:
+                    owners[d.device].add(uid)
+        for device, uids in sorted(owners.items()):
+            if len(uids) > 1 and not _shareable(snapshot, state.driver, state.node, device):
+                out.append(Violation(NAME, f"driver {state.driver} on node {state.node} has device {device} prepared "
+                                     f"for {len(uids)} claims: {', '.join(sorted(uids))}", (f"Node/{state.node}",),
+                                     (f"{state.driver}/{state.node}/{device}",), snapshot.time))  # fmt: skip
+    return out
+
+
+def _truth(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    for t in snapshot.device_truth:
+        for i in t.incidents:
+            if i.kind == "shared-without-sharing":
+                out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}",),
+                                     (i.device,), snapshot.time))  # fmt: skip
+    return out
+
+
 @INVARIANTS.register(NAME, summary="No device is allocated to two claims, unless the device allows multiple "
                      "allocations or the claim has admin access.", judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
@@ -44,4 +80,4 @@ def check(snapshot: Snapshot) -> list[Violation]:
         refs = [ref("ResourceClaim", c) for c in claims]
         out.append(Violation(NAME, f"device {device} is allocated {len(claims)} times: to {', '.join(refs)}",
                              tuple(dict.fromkeys(refs)), (str(device),), snapshot.time))  # fmt: skip
-    return out
+    return out + _drivers(snapshot) + _truth(snapshot)

@@ -10,7 +10,11 @@
 - once no live pod uses a claim, the device inventory is back to its starting count (published,
   unallocated, free in the driver);
 - on real GPUs (``Snapshot.gpu_usage``, filled by an NVML probe), no process or memory left on a
-  device that no claim holds.
+  device that no claim holds;
+- in the device truth (what the hardware says, whatever the driver's books say): no device left
+  dirty or with a failed reset while no claim holds it, no container running for a pod that is
+  gone, no partition left on a parent for a partition no claim holds, and no device handed to a
+  claim's container while still dirty from another claim.
 """
 
 from __future__ import annotations
@@ -118,8 +122,40 @@ def _gpus(snapshot: Snapshot) -> list[Violation]:
     return out
 
 
+def _truth(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    held = snapshot.held_on_nodes
+    live_pods = {uid for uid, p in snapshot.pods_by_uid.items() if pod_is_live(p)}
+    for t in snapshot.device_truth:
+        node = f"Node/{t.node}"
+        for name, rec in sorted(t.devices.items()):
+            where = f"device {name} on node {t.node}"
+            holders = held.get((t.node, name), set())
+            if rec.reset != "clean" and not rec.containers and not holders:
+                state = (f"its last reset failed ({rec.reset_error})" if rec.reset == "failed"
+                         else "it was not reset after its last use")  # fmt: skip
+                out.append(Violation(NAME, f"{where} is {rec.reset}: {state}; it was used by claim(s) "
+                                     f"{', '.join(rec.used_by) or '?'} and no claim holds it now (device truth)",
+                                     (node,), (name,), snapshot.time))  # fmt: skip
+            for c in rec.containers:
+                if c.id.split("/")[0] not in live_pods:
+                    out.append(Violation(NAME, f"{where}: container {c.id} of pod {c.pod} still runs (pid {c.pid}, "
+                                         f"{c.memory_bytes} bytes) although the pod is gone or finished (device truth)",
+                                         (node,), (name,), snapshot.time))  # fmt: skip
+            for part in rec.partitions:
+                if not held.get((t.node, part)):
+                    out.append(Violation(NAME, f"{where} keeps partition {part}, which no claim holds (device truth)",
+                                         (node,), (name, part), snapshot.time))  # fmt: skip
+        for i in t.incidents:
+            if i.kind == "dirty-handoff":
+                out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (node,), (i.device,),
+                                     snapshot.time))  # fmt: skip
+    return out
+
+
 @INVARIANTS.register(NAME, summary="Once consumers are gone, no allocation, reservation, prepared claim, CDI spec "
                      "or GPU memory is left, and the device inventory is back to its starting count.",
                      judged="after-cleanup")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
-    return _consumers(snapshot) + _stuck_deleting(snapshot) + _drivers(snapshot) + _inventory(snapshot) + _gpus(snapshot)
+    return (_consumers(snapshot) + _stuck_deleting(snapshot) + _drivers(snapshot) + _inventory(snapshot)
+            + _gpus(snapshot) + _truth(snapshot))

@@ -2,7 +2,8 @@
 state is gone from the device once its claims are unprepared.
 
 A device is shared when it is allocated (without admin access) to more than one claim, when it
-allows multiple allocations, or when the result carries a ``shareID``. The strategy is named by an
+allows multiple allocations, when the result carries a ``shareID``, or when its claim is reserved
+for more than one pod. The strategy is named by an
 opaque configuration for the device's driver that applies to the request and has
 ``parameters.sharing.strategy`` (the shape of the NVIDIA GPU driver's ``GpuConfig``).
 """
@@ -45,7 +46,9 @@ def check(snapshot: Snapshot) -> list[Violation]:
     users = exclusive_users(snapshot)
     for claim, result, device_id in snapshot.allocated():
         device = snapshot.devices.get(device_id) or {}
-        shared = len(users.get(device_id, ())) > 1 or device.get("allowMultipleAllocations") or result.get("shareID")
+        pods = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or () if r.get("resource") == "pods"}
+        shared = (len(users.get(device_id, ())) > 1 or device.get("allowMultipleAllocations") or result.get("shareID")
+                  or len(pods) > 1)  # fmt: skip
         if shared and sharing_strategy(claim, result) is None:
             this = ref("ResourceClaim", claim)
             out.append(Violation(NAME, f"{this} shares device {device_id} without naming a sharing strategy "
@@ -57,4 +60,22 @@ def check(snapshot: Snapshot) -> list[Violation]:
                 out.append(Violation(NAME, f"device {name} on node {state.node} keeps {device_state.sharing} sharing "
                                      "state after its claims were unprepared", (f"Node/{state.node}",),
                                      (f"{state.driver}/{state.node}/{name}",), snapshot.time))  # fmt: skip
+    return out + _truth(snapshot)
+
+
+def _truth(snapshot: Snapshot) -> list[Violation]:
+    """What the devices say: pods sharing a device with no sharing set up on it, and sharing set-up
+    left behind by a claim that nothing holds any more."""
+    out: list[Violation] = []
+    held = snapshot.held_on_nodes
+    for t in snapshot.device_truth:
+        for name, rec in sorted(t.devices.items()):
+            if rec.sharing and rec.sharing_claim not in held.get((t.node, name), set()):
+                out.append(Violation(NAME, f"device {name} on node {t.node} keeps {rec.sharing} sharing state of claim "
+                                     f"{rec.sharing_claim}, which no longer holds it (device truth)",
+                                     (f"Node/{t.node}",), (name,), snapshot.time))  # fmt: skip
+        for i in t.incidents:
+            if i.kind == "unshared-pods":
+                out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}",),
+                                     (i.device,), snapshot.time))  # fmt: skip
     return out

@@ -9,9 +9,10 @@ no API calls, no clock, no randomness.
 The object dicts are shared, not copied: treat them as read-only. Derived indexes (devices by id,
 claims by name) are computed once per snapshot and cached.
 
-Hook for real GPUs: :attr:`Snapshot.gpu_usage` carries what an NVML probe (a :class:`GpuProbe`,
-written in a separate issue) saw on each device; ``no-leak`` reports processes or memory left on a
-freed device. It stays None on fake devices.
+Device truth: :attr:`Snapshot.device_truth` carries each fake node's devices as the hardware sees
+them (reset state, containers, partitions, sharing, incidents), independent of what the driver's
+books say. :attr:`Snapshot.gpu_usage` carries what a probe (:mod:`draguard.harness.devices.probe`)
+saw on each device; ``no-leak`` reports processes or memory left on a freed device.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple, Protocol
+
+from draguard.harness.devices.truth import DeviceRecord, NodeTruth
 
 __all__ = [
     "DeviceId",
@@ -133,6 +136,30 @@ class Snapshot:
     gangs: tuple[Gang, ...] = ()
     gpu_usage: Mapping[DeviceId, GpuUsage] | None = None
     """NVML probe results for real GPUs; None when not probed."""
+    device_truth: tuple[NodeTruth, ...] = ()
+    """Each fake node's devices as the hardware sees them (:mod:`draguard.harness.devices.truth`)."""
+
+    def truth_devices(self) -> Iterator[tuple[str, DeviceRecord]]:
+        """(node, device record) of every device in the device truth."""
+        for t in self.device_truth:
+            for rec in t.devices.values():
+                yield t.node, rec
+
+    @cached_property
+    def held_on_nodes(self) -> dict[tuple[str, str], set[str]]:
+        """(node, device name) -> UIDs of the claims that hold it: allocated in the API (non-admin) or
+        prepared by a driver on that node."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for claim, result, device in self.allocated():
+            if result.get("adminAccess"):
+                continue
+            node = self.device_nodes.get(device, device.pool)
+            out.setdefault((node, device.device), set()).add(claim["metadata"].get("uid", ""))
+        for state in self.drivers:
+            for uid, devices in state.prepared.items():
+                for d in devices:
+                    out.setdefault((state.node, d.device), set()).add(uid)
+        return out
 
     @cached_property
     def devices(self) -> dict[DeviceId, Obj]:

@@ -37,6 +37,7 @@ from .manager import DraManager, PrepareError
 from .node import NodeSpec
 from .plugins import NodePlugins, PluginWatcher
 from .pods import FAILED_PREPARE, FAILED_UNPREPARE, EventRecorder, resolve_claims, running_status, terminal
+from .runtime import CREATE_CONTAINER_ERROR, FAILED_CONTAINER, ContainerError, ContainerRuntime, pod_claim_names
 from .workqueue import WorkQueue
 
 __all__ = ["NodeAgent", "FakeNodes", "LOST_FILE", "validate_node_name"]
@@ -67,6 +68,7 @@ class NodeAgent:
         self.dirs = NodeDirs(root, spec.name)
         self.plugins = NodePlugins(spec.name, self.dirs.registry, call_timeout)
         self.manager: DraManager | None = None
+        self.runtime = ContainerRuntime(self.dirs)
         self.node_uid: str | None = None
         self._lost = False
         self._was_lost = False
@@ -91,7 +93,7 @@ class NodeAgent:
         f.write(f"{os.getpid()}\n")
         f.flush()
         self._lock_file = f
-        self.manager = DraManager(self.name, self.plugins, self.dirs.base)
+        self.manager = DraManager(self.name, self.plugins, self.dirs.base, self.runtime.stop_pod)
 
     def register(self) -> None:
         node = nodeobj.register_node(self.kube, self.spec)
@@ -377,6 +379,14 @@ class FakeNodes:
         except PrepareError as exc:
             self.events.warn(pod, node, FAILED_PREPARE, str(exc))
             raise
+        uids = {c.ref.name: c.ref.uid for c in claims}
+        names = {pc: uids[rc] for pc, rc in pod_claim_names(pod).items() if rc in uids}
+        try:
+            agent.runtime.start_pod(pod, {pc: agent.manager.prepared_devices(u) for pc, u in names.items()}, names)
+        except ContainerError as exc:
+            self.events.warn(pod, node, FAILED_CONTAINER, str(exc))
+            self._container_waiting(pod, exc)
+            raise
         try:
             self.kube.patch("Pod", md["name"], running_status(pod, agent.spec), md["namespace"], "strategic", "status")
         except ApiError as exc:
@@ -385,6 +395,21 @@ class FakeNodes:
             raise
         with self._pods_lock:
             self._started.add(uid)
+
+    def _container_waiting(self, pod: Obj, exc: ContainerError) -> None:
+        """Show the container waiting with CreateContainerError, as the kubelet does (the pod stays Pending)."""
+        md = pod["metadata"]
+        statuses = [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
+             "restartCount": 0, "state": {"waiting": {"reason": CREATE_CONTAINER_ERROR, "message": str(exc)[:1024]}}}
+            for c in pod.get("spec", {}).get("containers") or []
+        ]  # fmt: skip
+        try:
+            self.kube.patch("Pod", md["name"], {"status": {"containerStatuses": statuses}}, md["namespace"],
+                            "strategic", "status")  # fmt: skip
+        except ApiError as exc2:
+            if not exc2.not_found:
+                raise
 
     @staticmethod
     def _already_running(pod: Obj, agent: NodeAgent) -> bool:

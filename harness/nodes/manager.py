@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError
 
@@ -44,8 +45,12 @@ class PrepareError(Exception):
 class DraManager:
     """Claims prepared on one node, their pods, and the calls that change them. Thread-safe."""
 
-    def __init__(self, node: str, plugins: NodePlugins, state_dir: Path) -> None:
+    def __init__(
+        self, node: str, plugins: NodePlugins, state_dir: Path, stop_containers: Callable[[str], None] | None = None
+    ) -> None:
         self.node = node
+        self.stop_containers = stop_containers or (lambda pod_uid: None)
+        """Called with a pod UID before its claims may be unprepared: its containers exit first."""
         self.plugins = plugins
         self.checkpoint = Checkpoint(state_dir / CHECKPOINT_FILE, node).load()
         self._cond = threading.Condition()
@@ -59,6 +64,12 @@ class DraManager:
     def pods(self) -> set[str]:
         with self._cond:
             return {p for c in self.checkpoint.claims.values() for p in c.pods}
+
+    def prepared_devices(self, claim_uid: str) -> list[dict[str, Any]]:
+        """The devices every driver prepared for a claim (``requestNames``, ``cdiDeviceIDs``, ...)."""
+        with self._cond:
+            rec = self.checkpoint.claims.get(claim_uid)
+            return [d for s in (rec.drivers.values() if rec else ()) for d in s.devices]
 
     def is_prepared(self, pod_uid: str, claims: Iterable[PodClaim]) -> bool:
         with self._cond:
@@ -145,6 +156,7 @@ class DraManager:
     # -- unprepare ---------------------------------------------------------------------------
     def unprepare_pod(self, pod_uid: str) -> None:
         """Drop the pod's references; unprepare the claims no pod on the node uses any more."""
+        self.stop_containers(pod_uid)
         with self._cond:
             changed = False
             for rec in self.checkpoint.claims.values():
@@ -157,6 +169,10 @@ class DraManager:
 
     def forget_inactive(self, active: set[str]) -> None:
         """Reconcile: drop references of pods that are no longer active on the node, then unprepare."""
+        with self._cond:
+            gone = {p for rec in self.checkpoint.claims.values() for p in rec.pods - active}
+        for pod_uid in sorted(gone):
+            self.stop_containers(pod_uid)
         with self._cond:
             changed = False
             for rec in self.checkpoint.claims.values():

@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 
+from draguard.harness import cdi
 from draguard.harness.grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
 from draguard.harness.grpcapi.plugin import (
     DRA_VERSIONS,
@@ -54,6 +55,9 @@ class StubPlugin:
     driver: str = "gpu.draguard.dev"
     versions: tuple[str, ...] = SUPPORTED_VERSIONS
     plugin_type: str = PLUGIN_TYPE
+    cdi_dir: Path | None = None
+    """Where its CDI specs go (the node's host directory); default ``<root>/<node>/cdi``. Behind the
+    interposer the sockets live under another root than the node's CDI directory."""
     calls: list[StubCall] = field(default_factory=list)
     registrations: list[tuple[bool, str]] = field(default_factory=list)
     fail: dict[str, str] = field(default_factory=dict)
@@ -134,12 +138,17 @@ class StubPlugin:
                     entry.error = error
                     continue
                 PluginDevice(("req",), self.node, f"dev-{ref.name}", (f"{self.driver}/gpu={ref.uid}",)).add_to(entry)
+                # A spec for the returned ID, so a container runtime can resolve it.
+                cdi.write_spec(cdi.spec_path(self.cdi_dir or NodeDirs(self.root, self.node).cdi, self.driver, ref.uid), {
+                    "cdiVersion": cdi.CDI_VERSION, "kind": f"{self.driver}/gpu",
+                    "devices": [{"name": ref.uid, "containerEdits": {"env": [f"STUB_CLAIM={ref.namespace}/{ref.name}"]}}]})  # fmt: skip
                 with self._lock:
                     self.prepared.add(ref.uid)
             return response
         response = pb.NodeUnprepareResourcesResponse()
         for ref in claims:
             response.claims[ref.uid].error = ""
+            cdi.remove_spec(cdi.spec_path(self.cdi_dir or NodeDirs(self.root, self.node).cdi, self.driver, ref.uid))
             with self._lock:
                 self.prepared.discard(ref.uid)
         return response

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
     from ..driver.host import DriverHostProcess
     from ..driver.process import FakeDriverProcess
+    from ..kubelet.process import HollowKubelet
     from ..nodes.process import FakeNodesProcess
     from ..proxy.faults import FaultRule, FaultSet
     from ..proxy.interposer import Interposer
@@ -73,6 +74,8 @@ class RunHandles:
     cluster: LocalCluster | None = None
     drivers: dict[str, FakeDriverProcess] = field(default_factory=dict)
     nodes: FakeNodesProcess | None = None
+    kubelets: dict[str, HollowKubelet] = field(default_factory=dict)
+    """The hollow DRA kubelets of the nodes with ``agent: kubelet``, by node name."""
     undo: list[Undo] = field(default_factory=list)
     create_workload: Callable[[str], None] | None = None
     """Creates the pods of a workload held back for a later step (``arrive``, ``preempt``)."""
@@ -259,19 +262,41 @@ class StepContext:
             self.note(f"interposer: {rule.action.value} on {rule.method} at {node}")
         return True
 
-    def restart_node_agents(self, kill: bool = True) -> None:
-        nodes = self._nodes()
+    def restart_node_agents(self, kill: bool = True, nodes: list[str] | None = None) -> None:
+        """Kill (or stop) and restart the agents of ``nodes`` (default: every node): the fake node agent
+        process (one for all fake nodes) and each targeted hollow kubelet."""
+        targets = nodes if nodes is not None else self.node_names()
+        kubelets = [self._run.kubelets[n] for n in targets if n in self._run.kubelets]
+        fake = [n for n in targets if n not in self._run.kubelets]
         self.before(UndoAction("none", {"why": "the agent is started again by the step itself"}))
-        nodes.restart(kill=kill)
-        if nodes.pid:
-            self._run.journal.process(nodes.pid, "draguard nodes (restarted)")
+        for kubelet in kubelets:
+            kubelet.restart(kill=kill)
+            if kubelet.pid:
+                self._run.journal.process(kubelet.pid, f"hollow kubelet {kubelet.node} (restarted)")
+        if fake:
+            agent = self._nodes()
+            agent.restart(kill=kill)
+            if agent.pid:
+                self._run.journal.process(agent.pid, "draguard nodes (restarted)")
 
     def set_node_lost(self, node: str, lost: bool) -> None:
-        """Stop (or resume) a fake node's heartbeats and pod syncs; journaled when it is lost."""
-        nodes = self._nodes()
+        """Stop (or resume) a node's heartbeats and pod syncs; journaled when it is lost. A fake node
+        stops acting while its agent goes on; a hollow kubelet is killed (its lease expires) and started
+        again from its checkpoint when the node returns."""
+        kubelet = self._run.kubelets.get(node)
+        if kubelet is not None:
+            if lost:
+                self.before(UndoAction("none", {"why": f"the kubelet of {node} is started again or stopped at teardown"}))
+                kubelet.kill()
+            elif not kubelet.alive():
+                kubelet.start()
+                if kubelet.pid:
+                    self._run.journal.process(kubelet.pid, f"hollow kubelet {node} (back)")
+            return
+        agent = self._nodes()
         if lost:
-            self.before(UndoAction("write-file", {"path": str(nodes.root / node / "lost"), "content": None}))
-        nodes.set_lost(node, lost)
+            self.before(UndoAction("write-file", {"path": str(agent.root / node / "lost"), "content": None}))
+        agent.set_lost(node, lost)
 
     def _nodes(self) -> FakeNodesProcess:
         if self._run.nodes is None:

@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
-from ..errors import DraguardError, HarnessError
-from ..invariants import DeviceId, DeviceState, Gang, NodeDriverState, Snapshot, Violation, evaluate, judged
+from ..errors import DraguardError, HarnessError, UsageError
+from ..devices.truth import DeviceTruth
+from ..invariants import DeviceId, DeviceState, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
@@ -188,7 +189,10 @@ class Runner:
             "driver": {"name": sc.driver.name, "kind": sc.driver.kind, "mutant": sc.driver.mutant,
                        "version": draguard_version() if sc.driver.kind == "fake" else None,
                        "interposed": bool(sc.driver.interpose)},
-            "nodeAgent": "draguard fake nodes" if sc.driver.kind == "fake" else "the cluster's kubelets",
+            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" else
+                          {frozenset({"fake"}): "draguard fake nodes", frozenset({"kubelet"}): "hollow DRA kubelets"}.get(
+                              frozenset(n.agent for n in sc.nodes), "draguard fake nodes and hollow DRA kubelets")),
+            "nodeAgents": {n.name: n.agent for n in sc.nodes},
             "nodes": len(sc.nodes),
             "seed": self.seed,
         })
@@ -249,17 +253,20 @@ class Runner:
             h.rpc_faults = FaultSet()  # in process: steps add validated rules, counted per rule
             h.interposer = Interposer(driver_root, h.node_root, h.rpc_faults,
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
-        names = [n.name for n in sc.nodes]
+        names = [n.name for n in sc.nodes if n.agent == "fake"]
+        # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
+        self._kubelets(kubeconfig, driver_root)
         labels: dict[str, str] = {}
         # Pod sync workers: each prepare waits on the API and the driver, so at scale the default 8 made
         # the fake nodes the ceiling (400 pods on 50 nodes: scheduled-to-Running lag grew to 15 s).
         workers = 8 if len(names) <= PER_NODE_UP_TO else 32
-        h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels,
-                                   extra_args=["--workers", str(workers)])  # fmt: skip
-        h.nodes.start()
-        if h.nodes.pid:
-            h.journal.process(h.nodes.pid, "draguard nodes")
-        self.log(f"{len(names)} fake node(s) registered")
+        if names:
+            h.nodes = FakeNodesProcess(kubeconfig, names, root=h.node_root, run_label=self.run_id, labels=labels,
+                                       extra_args=["--workers", str(workers)])  # fmt: skip
+            h.nodes.start()
+            if h.nodes.pid:
+                h.journal.process(h.nodes.pid, "draguard nodes")
+            self.log(f"{len(names)} fake node(s) registered")
         started = time.monotonic()
         node_topology: dict[str, Path] = {}
         for node in sc.nodes:
@@ -267,7 +274,7 @@ class Runner:
             node_topology[node.name].write_text(json.dumps(topology_file(node.topology, node.name)))
         hosting = sc.driver.hosting
         if hosting == "auto":
-            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO else "shared"
+            hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO or h.kubelets else "shared"
         if hosting == "shared":
             from ..driver.host import DriverHostProcess, HostedNode
 
@@ -281,7 +288,8 @@ class Runner:
             h.drivers.update(host.handles())
         else:
             procs = [FakeDriverProcess(kubeconfig, node.name, root=driver_root, driver=sc.driver.name,
-                                       topology=node_topology[node.name], mutant=sc.driver.mutant)
+                                       topology=node_topology[node.name], mutant=sc.driver.mutant,
+                                       node_root=h.node_root if driver_root != h.node_root else None)
                      for node in sc.nodes]  # fmt: skip
             # Started together (each takes a second or more to import its libraries), then awaited.
             with ThreadPoolExecutor(8) as pool:
@@ -291,11 +299,38 @@ class Runner:
                     h.drivers[proc.node] = proc
                     if error is not None:
                         raise error
-        self._wait_slices(set(names), timeout=max(60, len(names) / 5))
+        for node_name, kubelet in h.kubelets.items():
+            kubelet.wait_registered(sc.driver.name)
+        self._wait_slices({n.name for n in sc.nodes}, timeout=max(60, len(sc.nodes) / 5))
         self.log(f"fake driver {sc.driver.name}{' (mutant ' + sc.driver.mutant + ')' if sc.driver.mutant else ''} "
                  f"published {len(self.initial_inventory)} devices"
                  + (", behind the gRPC interposer" if h.interposer else "")
                  + f" ({hosting}, {time.monotonic() - started:.1f}s)")
+
+    def _kubelets(self, kubeconfig: Path, driver_root: Path) -> None:
+        """Start a hollow DRA kubelet for each node with ``agent: kubelet`` (local backend only)."""
+        h = self._h()
+        nodes = [n for n in self.scenario.nodes if n.agent == "kubelet"]
+        if not nodes:
+            return
+        if h.cluster is None:
+            raise UsageError("nodes with 'agent: kubelet' need the local backend: their credentials come from its CA")
+        from ..cluster.pki import Pki
+        from ..kubelet.process import HollowKubelet
+        from ..paths import NodeDirs
+
+        t0 = time.monotonic()
+        for node in nodes:
+            kubelet = HollowKubelet(
+                Pki(h.cluster.dir / "pki"), h.cluster.server, node.name, h.node_root, admin=h.kube,
+                feature_gates=self.scenario.cluster.feature_gates, labels={RUN_LABEL: self.run_id, **node.labels},
+                cdi_dir=NodeDirs(driver_root, node.name).cdi,
+            )
+            h.kubelets[node.name] = kubelet
+            kubelet.start()
+            if kubelet.pid:
+                h.journal.process(kubelet.pid, f"hollow kubelet {node.name}")
+        self.log(f"{len(nodes)} hollow DRA kubelet(s) ready in {time.monotonic() - t0:.1f}s")
 
     def _wait_slices(self, pools: set[str], timeout: float) -> None:
         h = self._h()
@@ -490,15 +525,27 @@ class Runner:
             else:
                 for proc in h.drivers.values():
                     proc.stop()
+            for kubelet in h.kubelets.values():
+                kubelet.stop()
             if h.nodes is not None:
                 h.nodes.stop()
             if h.interposer is not None:
                 h.interposer.stop()
                 shutil.rmtree(f"{h.node_root}-plugins", ignore_errors=True)
+            self._keep_device_truth(h)
             shutil.rmtree(h.node_root, ignore_errors=True)
         if cluster is not None:
             # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
             cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
+
+    def _keep_device_truth(self, h: RunHandles) -> None:
+        """Copy each node's device truth into the report (``<scenario>/devices/<node>.json``) as evidence."""
+        out = self.options.report_dir / self.scenario.name / "devices"
+        for node in h.drivers:
+            src = DeviceTruth(h.node_root, node).path
+            if src.exists():
+                out.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out / f"{node}.json")
 
     # -- judging ---------------------------------------------------------------------------------
     def _driver_state(self, node: str) -> NodeDriverState:
@@ -512,10 +559,24 @@ class Runner:
             for uid, rec in cp.claims.items()
         }
         devices = {name: DeviceState(rec.state.value, (rec.claim,) if rec.claim else ()) for name, rec in cp.devices.items()}
-        cdi_dir = root / node / "cdi"
+        cdi_dir = h.drivers[node].node_root / node / "cdi"
         prefix = f"{h.driver_name}-"
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
+
+    def _gpu_usage(self, h: RunHandles) -> dict[DeviceId, GpuUsage]:
+        """What each node's probe sees: processes and memory per device, MIG devices on their own
+        (a parent's memory counts its MIG devices', as NVML's does, so it is taken out here)."""
+        from ..devices.probe import FakeProbe
+
+        out: dict[DeviceId, GpuUsage] = {}
+        for node in h.drivers:
+            for d in FakeProbe(DeviceTruth(h.node_root, node)).probe().devices:
+                own = d.memory_used - sum(m.memory_used for m in d.mig_devices)
+                out[DeviceId(h.driver_name, node, d.name)] = GpuUsage(tuple(p.pid for p in d.processes), own)
+                for m in d.mig_devices:
+                    out[DeviceId(h.driver_name, node, m.name)] = GpuUsage(tuple(p.pid for p in m.processes), m.memory_used)
+        return out
 
     def snapshot(self, drivers_state: bool = True) -> Snapshot:
         """What the invariants judge; ``drivers_state=False`` skips reading every node's checkpoint
@@ -528,6 +589,8 @@ class Runner:
             for w in self.scenario.workloads
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers) if drivers_state else ()
+        truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
+        usage = self._gpu_usage(h) if drivers_state else {}
         return Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
@@ -537,6 +600,8 @@ class Runner:
             drivers=drivers,
             initial_inventory=self.initial_inventory,
             gangs=gangs,
+            gpu_usage=usage or None,
+            device_truth=truth,
         )
 
     def _judge(self, names: list[str], snapshot: Snapshot | None = None) -> None:
@@ -733,6 +798,8 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
                 d["productName"] = topology.product_name
             if topology.memory:
                 d["memory"] = topology.memory
+            if topology.allow_multiple_allocations:
+                d["allowMultipleAllocations"] = True
             devices.append({**d, **product})
         return {"apiVersion": "draguard.dev/v1alpha1", "kind": "NodeTopology", "devices": devices}
     devices = []
@@ -751,5 +818,12 @@ def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
             d["nvlinkDomain"] = str(attrs.pop("nvlinkDomain"))
         if attrs:
             d["attributes"] = attrs
+        extra = {k: v for k, v in dev.capacity.items() if k != "memory"}
+        if extra:
+            d["capacity"] = extra
+        if dev.allow_multiple_allocations:
+            d["allowMultipleAllocations"] = True
+        if dev.taints:
+            d["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in dev.taints]
         devices.append(d)
     return {"apiVersion": "draguard.dev/v1alpha1", "kind": "NodeTopology", "devices": devices}

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from draguard.harness.agents import CAPABILITIES, capable
+from draguard.harness.agents import MAX_NODES as AGENT_MAX_NODES
 from draguard.harness.registry import Registry
 from draguard.harness.scenario.model import MAX_NODES, MAX_NODES_PER_GROUP, MAX_PODS, MAX_REPLICAS
 from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
@@ -99,10 +101,14 @@ class _Checker:
             name: w for w in _list(self.spec.get("workloads")) if (name := _str(_dict(w).get("name"))) is not None
         }
         self.node_names: list[str] = []
+        self.node_agents: dict[str, str] = {}
         self.too_many_nodes = sum(_group_size(_dict(g)) for g in _list(self.spec.get("nodes"))) > MAX_NODES
         if not self.too_many_nodes:  # names are built only once their total is known to be bounded
             for group in _list(self.spec.get("nodes")):
-                self.node_names += expand_node_names(_dict(group))
+                names = expand_node_names(_dict(group))
+                self.node_names += names
+                agent = _str(_dict(group).get("agent")) or "fake"
+                self.node_agents.update((n, agent) for n in names)
         self.classes = {
             name for c in _list(self.spec.get("deviceClasses")) if (name := _str(_dict(c).get("name"))) is not None
         }
@@ -176,6 +182,11 @@ class _Checker:
                     self.add(path + (key,), f"node {name!r} is declared twice; first by {render_path(seen[name])}")
                     break
                 seen[name] = path + (key,)
+            agent = _str(group.get("agent")) or "fake"
+            count = sum(1 for a in self.node_agents.values() if a == agent)
+            if agent in AGENT_MAX_NODES and count > AGENT_MAX_NODES[agent] and (group.get("count") is not None):
+                self.add(path + ("count",), f"{count} nodes of agent {agent!r}: at most {AGENT_MAX_NODES[agent]} per "
+                         "scenario (the fake agent serves many nodes in one process)", on_key=True)  # fmt: skip
             topology = group.get("topology")
             if self.driver_kind == "fake" and topology is None:
                 self.add(path, "missing 'topology': the fake driver needs the devices of each node")
@@ -198,6 +209,32 @@ class _Checker:
                 if n is not None and n > 0 and gpus % n:
                     self.add(path + (key,), f"{gpus} gpus cannot be split evenly into {n} {key}")
         self.extend(_unique(_list(topology.get("devices")), "name", path + ("devices",), "device name"))
+        gates = _dict(_dict(self.spec.get("cluster")).get("featureGates"))
+        for i, device in enumerate(_list(topology.get("devices"))):
+            self.device(_dict(device), path + ("devices", i), gates)
+        if topology.get("allowMultipleAllocations") is True and gates.get("DRAConsumableCapacity") is False:
+            self.add(path + ("allowMultipleAllocations",), "allowMultipleAllocations needs the DRAConsumableCapacity "
+                     "feature gate, which the cluster switches off: the API server would drop it", on_key=True)  # fmt: skip
+
+    def device(self, device: dict[str, Any], path: Path, gates: dict[str, Any]) -> None:
+        """Fields of an explicit device that the fake driver could not publish as written."""
+        attributes = _dict(device.get("attributes"))
+        for key in ("index", "numaNode"):
+            if key in attributes and (not isinstance(attributes[key], int) or isinstance(attributes[key], bool)
+                                      or attributes[key] < 0):  # fmt: skip
+                self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as a non-negative integer")
+        for key in ("productName", "architecture", "pcieRoot", "nvlinkDomain"):
+            if key in attributes and not isinstance(attributes[key], str):
+                self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as a string")
+        memory = _dict(device.get("capacity")).get("memory")
+        if isinstance(memory, str) and memory.endswith("m"):
+            self.add(path + ("capacity", "memory"), "memory must be a whole number of bytes (no 'm' suffix)")
+        if device.get("allowMultipleAllocations") is True and gates.get("DRAConsumableCapacity") is False:
+            self.add(path + ("allowMultipleAllocations",), "allowMultipleAllocations needs the DRAConsumableCapacity "
+                     "feature gate, which the cluster switches off: the API server would drop it", on_key=True)  # fmt: skip
+        if _list(device.get("taints")) and gates.get("DRADeviceTaints") is False:
+            self.add(path + ("taints",), "device taints need the DRADeviceTaints feature gate, which the cluster "
+                     "switches off: the API server would drop them", on_key=True)  # fmt: skip
 
     def device_classes(self) -> None:
         self.extend(_unique(_list(self.spec.get("deviceClasses")), "name", ("spec", "deviceClasses"),
@@ -343,6 +380,7 @@ class _Checker:
         for need in entry.meta.get("needs", ()):
             if need in lacks:
                 self.add(path + ("fault",), f"fault {kind!r} cannot run here: it needs {need}, but {lacks[need]}")
+        self.node_capability(kind, _dict(target), path)
         params_model = entry.params
         params = step.get("params", {})
         if not isinstance(params, dict):
@@ -358,6 +396,21 @@ class _Checker:
             params_model.model_validate(params)
         except ValidationError as exc:
             self.extend(iter(from_validation_error(exc, params, params_model, path + ("params",))))
+
+    def node_capability(self, kind: str, target: dict[str, Any], path: Path) -> None:
+        """A fault that needs a node capability may only target nodes whose agent has it."""
+        needed = self.faults.get(kind).meta.get("node_capability")
+        if not isinstance(needed, str):
+            return
+        node = _str(target.get("node"))
+        nodes = [node] if node in self.node_agents else self.node_names
+        for name in nodes:
+            agent = self.node_agents.get(name, "fake")
+            if not capable(agent, needed):
+                have = ", ".join(sorted(CAPABILITIES.get(agent, ()))) or "none"
+                self.add(path + ("fault",), f"fault {kind!r} needs node capability {needed!r}, which node {name!r} "
+                         f"(agent {agent!r}) lacks; its capabilities: {have}")  # fmt: skip
+                return
 
     def workload_ref(self, item: dict[str, Any], path: Path) -> dict[str, Any] | None:
         name = _str(item.get("workload"))

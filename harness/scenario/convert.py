@@ -117,7 +117,7 @@ def _nodes(groups: list[m.NodeGroupSpec]) -> tuple[t.Node, ...]:
         topology = _topology(g.topology) if g.topology else None
         plain = g.model_dump(by_alias=True, exclude_none=True)
         for name in expand_node_names(plain):
-            nodes.append(t.Node(name=name, group=group_name, labels=_ro(g.labels), topology=topology))
+            nodes.append(t.Node(name=name, group=group_name, labels=_ro(g.labels), topology=topology, agent=g.agent))
     return tuple(nodes)
 
 

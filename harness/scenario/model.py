@@ -357,6 +357,9 @@ class NodeGroupSpec(_Model):
     """Node labels."""
     topology: TopologySpec | None = None
     """The devices of each node (``fake`` driver; required there)."""
+    agent: Literal["fake", "kubelet"] = "fake"
+    """What runs the nodes' kubelet part: ``fake`` (draguard's node agent) or ``kubelet`` (a hollow DRA
+    kubelet built from upstream, one process per node; local backend only)."""
 
 
 class DeviceClassSpec(_Model):

@@ -173,6 +173,8 @@ class Node:
     labels: Mapping[str, str]
     topology: Topology | None
     """None when the nodes belong to an external driver."""
+    agent: str = "fake"
+    """``fake`` or ``kubelet`` (see :mod:`draguard.harness.agents`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,3 +114,48 @@ def test_go_build_is_stamped_with_the_release_version() -> None:
     gomod = (bins.GOMOD_DIR / "go.mod").read_text()
     assert "k8s.io/kubernetes v1.37.2" in gomod
     assert "k8s.io/api => k8s.io/api v0.37.2" in gomod
+
+
+def _fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `go` that writes its -o file and logs its package argument: the build steps without Go."""
+    bindir = tmp_path / "gobin"
+    bindir.mkdir()
+    calls = tmp_path / "go-calls"
+    go = bindir / "go"
+    go.write_text('#!/bin/sh\nout=""; prev=""\nfor a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done\n'
+                  f'echo "$a" >> {calls}\nprintf "#!/bin/sh\\necho kubelet\\n" > "$out"\nchmod +x "$out"\n')
+    go.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    return calls
+
+
+def test_the_hollow_kubelet_is_built_into_an_existing_entry_once_and_again_when_its_sources_change(
+    release_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    url, root = release_server
+    _serve_release(root)
+    entry = bins.download_release(base_url=url, progress=lambda _: None)
+    calls = _fake_go(tmp_path, monkeypatch)
+    bins.ensure_built(entry, (bins.KUBELET,), progress=lambda _: None)
+    assert entry.has(bins.KUBELET)
+    assert calls.read_text().split() == ["./kubelet"]
+    bins.verify_cache_entry(entry.directory, (*bins.COMPONENTS, bins.KUBELET))
+    bins.ensure_built(entry, (bins.KUBELET,), progress=lambda _: None)
+    assert calls.read_text().split() == ["./kubelet"], "an up-to-date kubelet is not rebuilt"
+    monkeypatch.setattr(bins, "sources_digest", lambda: "changed")
+    bins.ensure_built(entry, (bins.KUBELET,), progress=lambda _: None)
+    assert calls.read_text().split() == ["./kubelet", "./kubelet"], "a kubelet built from other sources is rebuilt"
+    assert not list(entry.directory.glob(".*partial"))
+
+
+def test_the_kubelet_sources_are_staged_as_a_package_of_the_module(tmp_path: Path) -> None:
+    bins.stage_module(tmp_path)
+    assert {p.name for p in (tmp_path / "kubelet").iterdir()} >= {"main.go", "cm.go", "runtime.go"}
+    assert not list((tmp_path / "kubelet").glob("*_test.go"))
+    assert (tmp_path / "go.mod").read_bytes() == (bins.GOMOD_DIR / "go.mod").read_bytes()
+
+
+def test_an_explicit_directory_without_the_kubelet_is_named_not_written(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="lacks executable draguard-kubelet"):
+        bins.ensure_built(bins.Binaries(tmp_path, "dir"), (bins.KUBELET,))
+    assert not list(tmp_path.iterdir())

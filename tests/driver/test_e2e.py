@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from draguard.harness.driver import cdi
+from draguard.harness import cdi
+from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.driver.faults import CRASH_POINTS, clear_faults
 from draguard.harness.driver.process import FakeDriverProcess
 from draguard.harness.driver.slices import LABEL_DRIVER, LABEL_NODE
@@ -105,7 +106,7 @@ def test_the_driver_publishes_its_node_pool_and_prepares_an_allocated_claim(
         assert entry.error == ""
         ids = [i for d in entry.devices for i in d.cdi_device_ids]
         assert [d.device_name for d in entry.devices] == ["gpu-1", "gpu-3"]
-        assert cdi.check_spec(driver.dirs.cdi, ids) == []
+        assert cdi.check_ids(driver.dirs.cdi, ids) == []
         cp = driver.checkpoint()
         assert cp.claims[claim.uid].state.value == "PrepareCompleted"
         assert cp.device_states() == {"gpu-1": DeviceState.PREPARED, "gpu-3": DeviceState.PREPARED}
@@ -170,16 +171,19 @@ def _mig_topology(root: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("mutant", "leaks"), [(None, []), ("forget-before-reset", ["gpu-0"])])
+@pytest.mark.parametrize(("mutant", "after"), [(None, "clean"), ("forget-before-reset", "dirty")])
 def test_a_crash_during_reset_loses_no_device_unless_the_claim_was_forgotten_first(
     kube: Kube, draguard_cluster: Any, root: Path, node: str, draguard_namespace: str, mutant: str | None,
-    leaks: list[str],
+    after: str,
 ) -> None:
     proc = _driver(draguard_cluster, root, node, devices=2, mutant=mutant).start()
     try:
         claim = _allocated_claim(kube, draguard_namespace, "c", node, ["gpu-0"])
+        truth = DeviceTruth(proc.node_root, node)
         with PluginClient(proc.dra_socket, timeout=10) as client:
             assert client.prepare([claim])[claim.uid].error == ""
+            truth.start_container("pod-1/main", "ns/p", [claim.uid], ["gpu-0"])  # as the node's runtime does
+            truth.stop_containers("pod-1")
             proc.set_faults(crash_at={"point": "unprepare.during_reset"})
             with pytest.raises(PluginCallError):
                 client.unprepare([claim])
@@ -188,8 +192,8 @@ def test_a_crash_during_reset_loses_no_device_unless_the_claim_was_forgotten_fir
         with PluginClient(proc.dra_socket, timeout=10) as client:  # the kubelet retries
             assert client.unprepare([claim])[claim.uid] == ""
         cp = proc.checkpoint()
-        assert [p.split()[1] for p in cp.leaks()] == leaks
-        assert cp.claims == {}
+        assert cp.leaks() == [] and cp.claims == {}, "either way the driver's books end clean"
+        assert truth.read().devices["gpu-0"].reset == after, "the hardware shows whether the device was reset"
     finally:
         proc.stop()
 

@@ -34,6 +34,7 @@ EXPECTED = {
     "non-idempotent-prepare",
     "unknown-unprepare-error",
     "silent-health",
+    "leave-sharing-state",
 }
 
 

@@ -7,7 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from draguard.harness.driver import cdi
+from draguard.harness import cdi
+from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.driver.faults import set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.driver.state import (
@@ -37,7 +38,7 @@ def test_prepare_reserves_the_devices_writes_a_cdi_spec_and_checkpoints_the_clai
     assert all(d.pool == NODE and d.requests == ["req"] for d in result.devices)
     ids = [i for d in result.devices for i in d.cdi_device_ids]
     assert ids == [f"{DEFAULT_DRIVER}/gpu={ref.uid}-gpu-0", f"{DEFAULT_DRIVER}/gpu={ref.uid}-gpu-1"]
-    assert cdi.check_spec(drv.dirs.cdi, ids) == []
+    assert cdi.check_ids(drv.dirs.cdi, ids) == []
     cp = read_checkpoint(root, NODE)
     assert cp.claims[ref.uid].state is ClaimState.PREPARE_COMPLETED
     assert cp.device_states() == {"gpu-0": DeviceState.PREPARED, "gpu-1": DeviceState.PREPARED}
@@ -62,7 +63,7 @@ def test_unprepare_resets_the_devices_then_forgets_the_claim_and_removes_its_cdi
     assert drv.unprepare([ref]) == {ref.uid: ""}
     cp = read_checkpoint(root, NODE)
     assert cp.claims == {} and cp.device_states() == {"gpu-0": DeviceState.FREE}
-    assert not cdi.spec_path(drv.dirs.cdi, DEFAULT_DRIVER, ref.uid).exists()
+    assert not cdi.spec_path(drv.cdi_dir, DEFAULT_DRIVER, ref.uid).exists()
     assert drv.unprepare([ref]) == {ref.uid: ""}, "a second unprepare must succeed too"
 
 
@@ -162,11 +163,36 @@ def test_forget_before_reset_mutant_orphans_the_device_when_the_reset_fails(root
     drv = make_driver(root, store, mutant="forget-before-reset")
     ref = _ref(store, allocated_claim("c1", ["gpu-0"]))
     drv.prepare([ref])
+    truth = DeviceTruth(root, NODE)
+    truth.start_container("pod-1/main", "ns/p1", [ref.uid], ["gpu-0"])
+    truth.stop_containers("pod-1")
     set_faults(root, NODE, reset_fail={"forever": True})
-    drv.unprepare([ref])
+    assert "reset of device gpu-0 failed" in drv.unprepare([ref])[ref.uid]
     assert drv.unprepare([ref]) == {ref.uid: ""}, "the retry finds nothing to do: the claim is forgotten"
-    leaks = read_checkpoint(root, NODE).leaks()
-    assert leaks == [f"device gpu-0 is failed for claim {ref.uid}, which the driver forgot"]
+    cp = read_checkpoint(root, NODE)
+    assert cp.claims == {} and cp.leaks() == [], "the driver's books look clean: it forgot the claim and the device"
+    assert {h.device: h.healthy for h in drv.health()}["gpu-0"] is True, "and it reports the device healthy"
+    gpu0 = truth.read().devices["gpu-0"]
+    assert (gpu0.reset, gpu0.used_by, gpu0.health) == ("failed", (ref.uid,), "unhealthy"), "only the hardware knows"
+
+
+def test_the_correct_driver_keeps_the_claim_until_the_device_reset_succeeds_in_the_truth(
+    root: Path, store: ClaimStore
+) -> None:
+    drv = make_driver(root, store)
+    ref = _ref(store, allocated_claim("c1", ["gpu-0"]))
+    drv.prepare([ref])
+    truth = DeviceTruth(root, NODE)
+    truth.start_container("pod-1/main", "ns/p1", [ref.uid], ["gpu-0"])
+    assert "NVML_ERROR_IN_USE" in drv.unprepare([ref])[ref.uid], "a device with a running container cannot be reset"
+    truth.stop_containers("pod-1")
+    set_faults(root, NODE, reset_fail={"count": 1})
+    assert "reset of device gpu-0 failed" in drv.unprepare([ref])[ref.uid]
+    assert truth.read().devices["gpu-0"].reset == "failed" and ref.uid in read_checkpoint(root, NODE).claims
+    assert drv.unprepare([ref]) == {ref.uid: ""}
+    gpu0 = truth.read().devices["gpu-0"]
+    assert (gpu0.reset, gpu0.used_by, gpu0.containers) == ("clean", (), ())
+    assert [i.kind for i in truth.read().incidents] == ["reset-in-use"]
 
 
 def _interrupted_prepare(root: Path, uid: str) -> None:
@@ -250,7 +276,9 @@ def test_incomplete_cdi_mutant_returns_ids_its_spec_does_not_resolve(root: Path,
     drv = make_driver(root, store, mutant="incomplete-cdi")
     ref = _ref(store, allocated_claim("c1", ["gpu-0"]))
     ids = [i for d in drv.prepare([ref])[ref.uid].devices for i in d.cdi_device_ids]
-    assert ids and cdi.check_spec(drv.dirs.cdi, ids) == [f"CDI device {ids[0]} is in no spec under {drv.dirs.cdi}"]
+    problems = cdi.check_ids(drv.cdi_dir, ids)
+    assert ids and f"CDI device {ids[0]} is in no spec under {drv.cdi_dir}" in problems
+    assert any("'devices' must list at least one device" in p for p in problems), problems
 
 
 def test_injected_prepare_and_unprepare_failures_are_per_claim_and_counted(root: Path, store: ClaimStore) -> None:

@@ -16,6 +16,7 @@ from draguard.harness.kube import Kube, Obj
 from draguard.harness.nodes import Checkpoint, FakeNodesProcess
 from draguard.harness.nodes.node import LEASE_NAMESPACE
 from draguard.harness.nodes.stubplugin import StubPlugin
+from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.paths import NodeDirs
 from draguard.harness.proxy import FaultSet, Interposer, read_calls
 from support import wait
@@ -104,7 +105,7 @@ def setup(draguard_cluster: Any, draguard_namespace: str, root: Path) -> Iterato
     kube = draguard_cluster.kube()
     node = f"fn-{uuid.uuid4().hex[:8]}"
     cls = f"{node}-gpu"
-    plugin = StubPlugin(root / "plugins", node).start()
+    plugin = StubPlugin(root / "plugins", node, cdi_dir=NodeDirs(root / "nodes", node).cdi).start()
     faults = root / "faults.yaml"
     faults.write_text("faults: []\n")
     proxy = Interposer(root / "plugins", root / "nodes", FaultSet(faults), interval=0.1).start()
@@ -273,7 +274,8 @@ def test_the_fake_driver_behind_the_interposer_prepares_a_gang_and_is_left_clean
     with FakeNodesProcess(draguard_cluster.kubeconfig, [node], root=root / "nodes", log=root / "nodes.log",
                           extra_args=["--backoff-max", "1"]), \
             Interposer(root / "plugins", root / "nodes", interval=0.1) as proxy, \
-            FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root / "plugins") as driver:
+            FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root / "plugins",
+                              node_root=root / "nodes") as driver:
         try:
             kube.create(device_class(f"{node}-gpu", DRIVER))
             s = Setup(kube, ns, node, f"{node}-gpu", root, proxy)
@@ -282,12 +284,15 @@ def test_the_fake_driver_behind_the_interposer_prepares_a_gang_and_is_left_clean
                 s.pod(f"gang-{i}", [{"name": "gpu", "resourceClaimTemplateName": "gpu"}])
             wait(lambda: all(s.phase(f"gang-{i}") == "Running" for i in range(3)), "the gang to run on the fake driver")
             assert len(driver.checkpoint().claims) == 3
+            truth = DeviceTruth(root / "nodes", node)
+            assert sum(len(d.containers) for d in truth.read().devices.values()) == 3, "each container got its GPU"
             assert len([c for c in s.calls("NodePrepareResources") if c["status"] == "OK"]) == 3
             for i in range(3):
                 kube.delete("Pod", f"gang-{i}", ns)
             wait(lambda: not any(kube.get("Pod", f"gang-{i}", ns) for i in range(3)), "the gang to go")
             assert driver.checkpoint().claims == {} and driver.checkpoint().leaks() == []
             assert s.checkpoint == {}
+            assert {d.reset for d in truth.read().devices.values()} == {"clean"} and truth.read().incidents == ()
         finally:
             kube.delete("DeviceClass", f"{node}-gpu")
             kube.delete("Node", node)

@@ -22,6 +22,7 @@ from draguard.harness.environment import run_environment
 from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
+from truth_evidence import check_evidence
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -89,6 +90,7 @@ def test_scenario_meets_its_expectations(path: Path, tmp_path: Path, library_run
     unmet = [(e.rule, e.detail) for e in result.expectation_results if not e.met]
     assert not unmet, unmet
     assert result.ok, problems
+    check_evidence(result)
     for invariant, texts in EVIDENCE.get(scenario.name, {}).items():
         for text in texts:
             assert _carried(result, invariant, text), f"{invariant} violations do not carry {text!r}"

@@ -1,0 +1,34 @@
+"""``container-devices``: every container gets the devices prepared for it.
+
+A prepare that succeeds is worth nothing if the container runtime cannot hand the devices in. The
+fake node's runtime resolves every CDI device ID the driver returned against the specs on disk
+(:mod:`draguard.harness.cdi`) and records, in the device truth, each container it could not
+create (an ID that resolves to nothing: an incomplete or missing CDI spec) and each container that
+got a device whose last reset had failed. Both are violations.
+"""
+
+from __future__ import annotations
+
+from draguard.harness.invariants.snapshot import Snapshot
+from draguard.harness.invariants.violation import Violation
+from draguard.harness.registry import INVARIANTS
+
+__all__ = ["NAME", "check"]
+
+NAME = "container-devices"
+
+
+@INVARIANTS.register(NAME, summary="Every container gets the devices prepared for its claims: each CDI device ID "
+                     "resolves on its node, and no device it gets is broken.")  # fmt: skip
+def check(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    for t in snapshot.device_truth:
+        seen: set[str] = set()
+        for i in t.incidents:
+            if i.kind not in ("container-failed", "unhealthy-in-use") or i.message in seen:
+                continue
+            seen.add(i.message)  # a runtime retries a failed container: one violation per distinct failure
+            pod = (f"Pod/{i.pod}",) if i.pod else ()
+            out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}", *pod),
+                                 (i.device,) if i.device else (), snapshot.time))  # fmt: skip
+    return out

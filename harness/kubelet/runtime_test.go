@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	kubeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+const specJSON = `{"cdiVersion": "0.6.0", "kind": "gpu.example.com/gpu",
+ "devices": [{"name": "claim-uid-gpu-0", "containerEdits": {"env": ["GPU=gpu-0"]}}]}`
+
+func startTestRuntime(t *testing.T) (*cdiRuntime, string) {
+	t.Helper()
+	root := t.TempDir()
+	cdiDir := filepath.Join(root, "cdi")
+	if err := os.MkdirAll(cdiDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := startRuntime(root, cdiDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r, cdiDir
+}
+
+func createRequest(t *testing.T, r *cdiRuntime, devices ...string) *kubeapi.CreateContainerRequest {
+	t.Helper()
+	sandbox := &kubeapi.PodSandboxConfig{Metadata: &kubeapi.PodSandboxMetadata{Name: "pod", Namespace: "ns", Uid: "pod-uid"}}
+	resp, err := r.RunPodSandbox(context.Background(), &kubeapi.RunPodSandboxRequest{Config: sandbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := &kubeapi.ContainerConfig{Metadata: &kubeapi.ContainerMetadata{Name: "c"}, Image: &kubeapi.ImageSpec{Image: "busybox"}}
+	for _, d := range devices {
+		config.CDIDevices = append(config.CDIDevices, &kubeapi.CDIDevice{Name: d})
+	}
+	return &kubeapi.CreateContainerRequest{PodSandboxId: resp.PodSandboxId, Config: config, SandboxConfig: sandbox}
+}
+
+func TestCreateContainerResolvesAndRecordsCDIDevices(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	if err := os.WriteFile(filepath.Join(cdiDir, "gpu.json"), []byte(specJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.CreateContainer(context.Background(), createRequest(t, r, testCDI))
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	data, err := os.ReadFile(r.recordPath(resp.ContainerId))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec ContainerRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.PodUID != "pod-uid" || len(rec.CDIDevices) != 1 || rec.CDIDevices[0] != testCDI {
+		t.Fatalf("record %+v", rec)
+	}
+	if !strings.Contains(strings.Join(rec.Env, " "), "GPU=gpu-0") {
+		t.Fatalf("the device's edits were not applied: env %v", rec.Env)
+	}
+	if _, err := r.StartContainer(context.Background(), &kubeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RemoveContainer(context.Background(), &kubeapi.RemoveContainerRequest{ContainerId: resp.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.recordPath(resp.ContainerId)); !os.IsNotExist(err) {
+		t.Fatalf("record of a removed container remains: %v", err)
+	}
+}
+
+func TestCreateContainerFailsOnUnresolvableCDIDevice(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	if err := os.WriteFile(filepath.Join(cdiDir, "gpu.json"), []byte(specJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.CreateContainer(context.Background(), createRequest(t, r, testDriver+"/gpu=claim-uid-gpu-1"))
+	if err == nil || !strings.Contains(err.Error(), "unresolvable CDI devices") {
+		t.Fatalf("CreateContainer with an unknown device: %v", err)
+	}
+	containers, _ := r.RuntimeService.ListContainers(context.Background(), nil)
+	if len(containers) != 0 {
+		t.Fatalf("the failed container exists: %v", containers)
+	}
+}
+
+func TestStopRemovesTheSocket(t *testing.T) {
+	r, _ := startTestRuntime(t)
+	if _, err := os.Stat(r.socketPath); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	if _, err := os.Stat(r.socketPath); !os.IsNotExist(err) {
+		t.Fatalf("socket remains after Stop: %v", err)
+	}
+}

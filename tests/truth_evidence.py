@@ -1,0 +1,51 @@
+"""The evidence the device-truth scenarios must carry: which invariant, and the words that prove the
+violation came from the right place (the hardware's view, not the driver's books)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from draguard.harness.result import ScenarioResult
+
+EVIDENCE: dict[str, list[tuple[str, str]]] = {
+    "reset-leak-forget-before-reset": [("no-leak", "its last reset failed"), ("no-leak", "(device truth)")],
+    "incomplete-cdi-spec": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
+    "double-allocation-handoff": [
+        ("no-double-allocation", "prepared for 2 claims"),
+        ("no-leak", "no reset followed (device truth)"),
+    ],
+    "mps-state-left-behind": [("sharing-explicit", "keeps MPS sharing state of claim")],
+    "shared-claim-no-strategy": [("sharing-explicit", "with no sharing strategy set up on it (device truth)")],
+}
+
+
+PROGRESS: dict[str, list[tuple[str, str, str]]] = {
+    # (kind, name prefix, words in the summary): what must show in the timeline, so a fix cannot pass
+    # by doing nothing and an incident shows the failure the way a kubelet reports it.
+    "incomplete-cdi-spec": [("Event", "infer-0", "Failed: Error: failed to create containerd container: CDI device "
+                                                 "injection failed: unresolvable CDI devices")],
+    "cdi-devices-correct-driver": [("Pod", "infer-0", "Running")],
+    "unprepare-failure-handoff-correct-driver": [
+        ("Event", "second-0", "FailedPrepareDynamicResources"),
+        ("Pod", "second-0", "Running"),
+    ],
+    "double-allocation-handoff": [("Pod", "second-0", "Running")],
+    "mps-shared-claim-correct-driver": [("Pod", "ranks-2", "Running")],
+}
+
+
+def check_evidence(result: ScenarioResult) -> None:
+    """Assert each expected violation names the invariant and carries the evidence words."""
+    for invariant, words in EVIDENCE.get(result.name, []):
+        messages = [v.message for v in result.invariants[invariant].violations]
+        assert any(words in m for m in messages), f"{result.name}: {invariant} lacks {words!r}: {messages}"
+
+    wanted = PROGRESS.get(result.name, [])
+    if wanted:
+        assert result.timeline_file is not None
+        entries = json.loads(Path(result.timeline_file).read_text())
+        for kind, name, words in wanted:
+            assert any(e["kind"] == kind and e["name"].startswith(name) and words in e["summary"] for e in entries), (
+                f"{result.name}: the timeline shows no {kind} {name}... with {words!r}"
+            )
