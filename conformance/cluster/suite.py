@@ -137,21 +137,7 @@ class FakeDriverAccess:
         return {n: (r.claim or "") for n, r in cp.devices.items() if r.state is not DeviceState.FREE}
 
     def leaks(self, node: str) -> list[str]:
-        """Lost devices in the driver's books, and what the hardware (the device truth) saw go wrong:
-        a device whose last reset failed that the driver holds for no claim, and incidents (a
-        container on a device still dirty from another claim, two claims on one device...)."""
-        from draguard.harness.devices.truth import DeviceTruth
-
-        out = list(self._checkpoint(node).leaks())
-        truth = DeviceTruth(self.root, node)
-        if truth.exists:
-            hw = truth.read()
-            held = self.held(node)
-            out += [f"device {n}: its last reset failed ({r.reset_error or 'no message'}) and the driver holds it "
-                    "for no claim: it is lost to the node" for n, r in sorted(hw.devices.items())
-                    if r.reset == "failed" and n not in held]
-            out += [f"hardware incident {i.kind} on {i.device}: {i.message}" for i in hw.incidents]
-        return out
+        return list(self._checkpoint(node).leaks())
 
     def restart(self, node: str) -> None:
         if node in self.processes:
