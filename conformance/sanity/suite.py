@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from draguard.harness.errors import ContractViolation, DefinitionError, HarnessError, UsageError
+from draguard.harness.errors import DefinitionError, HarnessError, UsageError
 from draguard.harness.grpcapi.plugin import (
     ClaimRef,
     ClaimResult,
@@ -47,7 +47,9 @@ from draguard.harness.grpcapi.plugin import (
 )
 from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 from draguard.harness.registry import CHECKS, Entry
-from draguard.harness.result import CheckResult, Evidence, RunResult
+from draguard.harness.result import CheckResult, RunResult
+
+from ..checks import CheckFailed, Skip, expect, run_entry
 
 __all__ = [
     "SanityConfig",
@@ -131,24 +133,6 @@ class DriverHooks(Protocol):
 
     def clear(self) -> None:
         """Undo every fault set through these hooks."""
-
-
-class Skip(Exception):
-    """The check does not apply; the message is the reason."""
-
-
-class CheckFailed(ContractViolation):
-    """The driver broke the check's rule; ``evidence`` says how."""
-
-    def __init__(self, message: str, evidence: Sequence[Evidence] = ()) -> None:
-        super().__init__(message)
-        self.evidence = list(evidence) or [Evidence(message)]
-
-
-def expect(condition: bool, message: str, objects: Sequence[str] = (), devices: Sequence[str] = ()) -> None:
-    """Fail the running check with ``message`` (what the driver did against what the rule wants)."""
-    if not condition:
-        raise CheckFailed(message, [Evidence(message, tuple(objects), tuple(devices))])
 
 
 CheckFn = Callable[["SanityContext"], None]
@@ -518,43 +502,7 @@ def _interposed(config: SanityConfig, node: str, run_id: str) -> Iterator[tuple[
 
 def run_check(ctx: SanityContext, entry: Entry[Any]) -> CheckResult:
     """Run one check with its timeout; whatever happens, a :class:`CheckResult` comes back."""
-    meta = entry.meta
-    result = CheckResult(entry.name, entry.summary, str(meta.get("source", "")), "error")
-    outcome: dict[str, BaseException | None] = {}
-
-    def body() -> None:
-        try:
-            entry.target(ctx)
-            outcome["exc"] = None
-        except BaseException as exc:  # reported as the check's result
-            outcome["exc"] = exc
-
-    start = time.monotonic()
-    worker = threading.Thread(target=body, name=f"check-{entry.name}", daemon=True)
-    worker.start()
-    worker.join(ctx.config.check_timeout)
-    result.duration = time.monotonic() - start
-    if worker.is_alive():
-        result.status, result.reason = "error", f"the check did not end within {ctx.config.check_timeout:.0f}s"
-        result.evidence.append(Evidence(result.reason))
-        return result  # its calls have deadlines: the thread ends on its own; cleanup would race it
-    exc = outcome.get("exc")
-    if exc is None:
-        result.status = "passed"
-    elif isinstance(exc, Skip):
-        result.status, result.reason = "skipped", str(exc)
-    elif isinstance(exc, CheckFailed):
-        result.status, result.reason, result.evidence = "failed", str(exc), list(exc.evidence)
-    elif isinstance(exc, PluginCallError):
-        # A call that failed as a whole where the rule wants an answer: the driver's failure.
-        result.status, result.reason = "failed", f"the call failed as a whole: {exc}"
-        result.evidence.append(Evidence(result.reason))
-    else:
-        result.status, result.reason = "error", f"{type(exc).__name__}: {exc}"
-        result.evidence.append(Evidence(result.reason))
-    for problem in ctx.cleanup():
-        result.evidence.append(Evidence(f"cleanup: {problem}"))
-    return result
+    return run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
 
 
 def run_sanity(

@@ -1,0 +1,163 @@
+"""``draguard conformance`` and ``draguard certify``: parse options and delegate to
+:func:`draguard.conformance.cluster.run_conformance` and :func:`draguard.conformance.certify.certify`.
+
+Exit codes: 0 every check passed or was skipped with its reason, 1 a check failed (or, for
+``certify --verify``, the bundle was changed or a check in it failed), 2 bad input (a missing
+product field, an unknown profile, not a bundle) or an unusable cluster, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from draguard.conformance.certify import CertifyOptions, certify, node_access, parse_profiles
+from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conformance
+from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.result import CheckResult, RunResult
+from draguard.reports.bundle import verify_bundle
+
+__all__ = ["COMMANDS"]
+
+_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
+
+
+def _line(check: CheckResult) -> None:
+    why = f": {check.reason}" if check.reason else ""
+    click.echo(f"{_MARK[check.status]:5} {check.id} ({check.duration:.1f}s){why}")
+
+
+def _summary(name: str, result: RunResult) -> int:
+    counts = {s: sum(1 for c in result.checks if c.status == s) for s in _MARK}
+    click.echo(f"draguard {name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
+               f"{counts['error']} error(s)")
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+_kubeconfig = click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                           help="Kubeconfig of the cluster with the driver installed.")
+_context = click.option("--context", default=None, help="kubeconfig context")
+_driver = click.option("--driver", "driver_name", help="The driver's name (ResourceSlice spec.driver).")
+_class = click.option("--device-class", help="A DeviceClass that selects the driver's devices.")
+_nodes = click.option("--nodes", default=None, help="Label selector of the nodes to use [default: all the driver serves].")
+_profile = click.option("--profile", "profiles", multiple=True,
+                        help="Profiles to run, comma-separated: core,topology,sharing,gang,chaos [default: all].")
+_restart = click.option("--restart-command", default=None,
+                        help="Shell command that restarts the driver on node {node} (restart checks).")
+_fake = click.option("--fake-driver-root", type=click.Path(file_okay=False, path_type=Path),
+                     help="Node root of draguard's fake driver: node-side checks and fault hooks.")
+_wait = click.option("--wait-timeout", type=click.FloatRange(5, 3600), default=60.0, show_default=True,
+                     help="seconds a pod may take to run or go")
+
+
+def _argv(ctx: click.Context) -> list[str]:
+    """The command line as given (options only), for the bundle's README."""
+    argv = [ctx.info_name or "certify"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if value in (None, (), False) or param.name == "verify" or not isinstance(param, click.Option):
+            continue
+        for v in value if isinstance(value, tuple) else (value,):
+            argv += [param.opts[0], str(v)]
+    return argv
+
+
+def _need(**values: object) -> None:
+    for name, value in values.items():
+        if not value:
+            raise UsageError(f"missing option --{name.replace('_', '-')}")
+
+
+@click.command("conformance")
+@_kubeconfig
+@_context
+@_driver
+@_class
+@_nodes
+@_profile
+@_restart
+@_fake
+@_wait
+@click.option("--check", "select", multiple=True, help="Run only checks whose id matches this glob (repeatable).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write verdict.json here.")
+@click.option("--list", "list_only", is_flag=True, help="List the checks (id, rule, source) and exit.")
+def conformance_command(
+    kubeconfig: Path | None, context: str | None, driver_name: str | None, device_class: str | None, nodes: str | None,
+    profiles: tuple[str, ...], restart_command: str | None, fake_driver_root: Path | None, wait_timeout: float,
+    select: tuple[str, ...], out: Path | None, list_only: bool,
+) -> int:
+    """Check a DRA driver installed in a cluster: claims, sharing, topology, gangs, chaos."""
+    chosen = parse_profiles(profiles)
+    entries = cluster_checks(chosen, select)
+    if not entries:
+        raise UsageError(f"--check: no check of profiles {', '.join(chosen)} matches {list(select)}")
+    if list_only:
+        for e in entries:
+            click.echo(f"{e.name}\t{e.summary}\t{e.meta.get('source')}")
+        return EXIT_OK
+    _need(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class)
+    assert kubeconfig and driver_name and device_class
+    config = ClusterConfig(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, context=context,
+                           nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout)
+    result = run_conformance(config, node_access(fake_driver_root, driver_name, restart_command), _line)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "verdict.json").write_text(json.dumps(result.as_dict(), indent=1))
+    return _summary("conformance", result)
+
+
+@click.command("certify")
+@_kubeconfig
+@_context
+@_driver
+@_class
+@_nodes
+@_profile
+@click.option("--product", type=click.Path(dir_okay=False, path_type=Path),
+              help="product.yaml: vendor, name, version, website_url, documentation_url, driver_image or driver_version.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="The bundle folder (and <out>.tar.gz).")
+@click.option("--registration-socket", type=click.Path(dir_okay=False, path_type=Path),
+              help="The driver's registration socket: also run the gRPC contract (sanity) checks.")
+@click.option("--plugin-socket", type=click.Path(dir_okay=False, path_type=Path), help="The driver's DRA socket.")
+@click.option("--node", default=None, help="The node whose sockets are given [default: from the slices].")
+@click.option("--cdi-dir", type=click.Path(file_okay=False, path_type=Path), help="The driver's CDI spec folder.")
+@_restart
+@_fake
+@_wait
+@click.option("--verify", "verify", type=click.Path(path_type=Path), default=None,
+              help="Check BUNDLE (folder or .tar.gz) against its manifest and its verdict, and exit.")
+def certify_command(
+    kubeconfig: Path | None, context: str | None, driver_name: str | None, device_class: str | None, nodes: str | None,
+    profiles: tuple[str, ...], product: Path | None, out: Path | None, registration_socket: Path | None,
+    plugin_socket: Path | None, node: str | None, cdi_dir: Path | None, restart_command: str | None,
+    fake_driver_root: Path | None, wait_timeout: float, verify: Path | None,
+) -> int:
+    """Run the suites against a driver and write a certification bundle (or --verify one)."""
+    if verify is not None:
+        v = verify_bundle(verify)
+        for problem in v.problems:
+            click.echo(f"TAMPERED {problem}")
+        for failed in v.failed_checks:
+            click.echo(f"FAILED   {failed}")
+        click.echo(f"draguard certify --verify {verify}: "
+                   + ("verified; every check passed" if v.ok else "NOT verified")
+                   + f" ({v.passed} passed, {v.skipped} skipped, {len(v.failed_checks)} failed)")
+        return v.exit_code
+    _need(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, product=product, out=out)
+    assert kubeconfig and driver_name and device_class and product and out
+    opts = CertifyOptions(
+        kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, product=product, out=out,
+        profiles=parse_profiles(profiles), context=context, nodes=nodes, registration_socket=registration_socket,
+        plugin_socket=plugin_socket, node=node, cdi_dir=cdi_dir, restart_command=restart_command,
+        fake_driver_root=fake_driver_root, wait_timeout=wait_timeout, argv=_argv(click.get_current_context()),
+    )
+    result, archive = certify(opts, _line)
+    code = _summary("certify", result)
+    click.echo(f"draguard certify: bundle {out}/ and {archive}")
+    return code
+
+
+COMMANDS = [conformance_command, certify_command]

@@ -1,0 +1,151 @@
+"""``draguard certify``: run the sanity suite (when the driver's sockets are given) and the cluster suite,
+and write the certification bundle (:mod:`draguard.reports.bundle`).
+
+The product description is validated before anything runs (a missing field is exit 2 naming it).
+The bundle's evidence is what the run saw: the driver's ResourceSlices, each conformance check's
+claims, pods and events, the sanity suite's gRPC call trace, and the fake driver's logs when
+node access to it was given. Its environment: Kubernetes version, feature gates, draguard version,
+the nodes' kubelet and OS versions, the driver (from the product description and its slices).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from draguard.harness.environment import run_environment
+from draguard.harness.errors import HarnessError, UsageError
+from draguard.harness.kube import ApiError, Kube
+from draguard.harness.result import CheckResult, RunResult
+from draguard.reports.bundle import load_product, write_bundle
+
+from .cluster import PROFILES, ClusterConfig, CommandAccess, FakeDriverAccess, run_conformance
+from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity
+
+__all__ = ["CertifyOptions", "certify", "parse_profiles"]
+
+
+def parse_profiles(values: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``--profile core,gang --profile chaos`` → the profiles; all when none given; exit 2 for an unknown one."""
+    chosen = [p.strip() for v in values for p in v.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in PROFILES]
+    if unknown:
+        raise UsageError(f"--profile: unknown profile {', '.join(map(repr, unknown))}; known: {', '.join(PROFILES)}")
+    return tuple(dict.fromkeys(chosen)) or PROFILES
+
+
+@dataclass
+class CertifyOptions:
+    kubeconfig: Path
+    driver: str
+    device_class: str
+    product: Path
+    out: Path
+    profiles: tuple[str, ...] = PROFILES
+    context: str | None = None
+    nodes: str | None = None
+    registration_socket: Path | None = None
+    plugin_socket: Path | None = None
+    node: str | None = None
+    cdi_dir: Path | None = None
+    restart_command: str | None = None
+    fake_driver_root: Path | None = None
+    wait_timeout: float = 60.0
+    argv: list[str] = field(default_factory=list)
+    """The command line, for the bundle's README (how to reproduce)."""
+
+
+class _WithoutCrash:
+    """The fake driver's hooks without ``crash_in_prepare`` and ``restart``: with no way to restart the
+    driver, a crash would leave it dead for every check after it (the checks needing them skip)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("crash_in_prepare", "restart"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def node_access(fake_driver_root: Path | None, driver: str, restart_command: str | None) -> Any:
+    """The cluster suite's node access from the CLI options (None: API-only checks)."""
+    if fake_driver_root is not None:
+        return FakeDriverAccess(fake_driver_root, driver, restart_command=restart_command)
+    if restart_command:
+        return CommandAccess(restart_command)
+    return None
+
+
+def _environment(kube: Kube, driver: str, product: dict[str, Any]) -> dict[str, Any]:
+    env: dict[str, Any] = run_environment()
+    try:
+        env["kubernetes"] = kube.server_version().get("gitVersion")
+    except (ApiError, HarnessError) as exc:
+        env["kubernetes"] = f"unknown: {exc}"
+    env["featureGates"] = kube.feature_gates() or "not observable (no access to /metrics)"
+    try:
+        env["nodes"] = {n["metadata"]["name"]: {k: n.get("status", {}).get("nodeInfo", {}).get(k)
+                                                for k in ("kubeletVersion", "osImage", "containerRuntimeVersion")}
+                        for n in kube.items("Node")}
+    except (ApiError, HarnessError) as exc:
+        env["nodes"] = f"cannot list nodes: {exc}"
+    env["driver"] = {"name": driver, "image": product.get("driver_image"), "version": product.get("driver_version")}
+    return env
+
+
+def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | None = None) -> tuple[RunResult, Path]:
+    """Run the suites and write the bundle; returns the merged result and the archive's path."""
+    product = load_product(opts.product)
+    if opts.out.exists() and not opts.out.is_dir():
+        raise UsageError(f"--out {opts.out}: exists and is not a folder")
+    kube = Kube.from_kubeconfig(opts.kubeconfig, opts.context)
+    env = _environment(kube, opts.driver, product)
+    result = RunResult(run_id="certify")
+    evidence: dict[str, str | bytes] = {}
+    if opts.registration_socket is not None:
+        with tempfile.TemporaryDirectory(prefix="dgcert") as tmp:
+            trace = Path(tmp) / "grpc-calls.jsonl"
+            hooks: Any = None
+            restart = CommandHooks(opts.restart_command) if opts.restart_command else None
+            if opts.fake_driver_root is not None and opts.node:
+                hooks = FakeDriverHooks(opts.fake_driver_root, opts.node, opts.driver, process=restart)
+                if restart is None:
+                    hooks = _WithoutCrash(hooks)
+            elif restart is not None:
+                hooks = restart
+            sanity = run_sanity(SanityConfig(
+                registration_socket=opts.registration_socket.absolute(), kubeconfig=opts.kubeconfig, driver=opts.driver,
+                plugin_socket=opts.plugin_socket, node=opts.node, cdi_dir=opts.cdi_dir, context=opts.context,
+                trace=trace), hooks, on_result=on_result)
+            result.checks += sanity.checks
+            env["sanity"] = sanity.environment
+            if trace.exists():
+                evidence["grpc-calls.jsonl"] = trace.read_bytes()
+    else:
+        env["sanity"] = "not run: no --registration-socket given (the gRPC contract checks need the driver's sockets)"
+    collected: dict[str, Any] = {}
+    access = node_access(opts.fake_driver_root, opts.driver, opts.restart_command)
+    conformance = run_conformance(ClusterConfig(
+        kubeconfig=opts.kubeconfig, driver=opts.driver, device_class=opts.device_class, context=opts.context,
+        nodes=opts.nodes, profiles=opts.profiles, wait_timeout=opts.wait_timeout), access, on_result, collected)
+    result.checks += conformance.checks
+    result.run_id = conformance.run_id.replace("conformance-", "certify-")
+    env["conformance"] = conformance.environment
+    result.environment = {"draguardVersion": env.get("draguardVersion"), "kubernetes": env.get("kubernetes"),
+                          "driver": opts.driver, "deviceClass": opts.device_class, "profiles": list(opts.profiles)}
+    evidence["slices.json"] = json.dumps(collected.pop("slices", []), indent=1)
+    for check_id, objs in collected.items():
+        for kind, items in objs.items():
+            evidence[f"checks/{check_id}/{kind.lower()}s.json"] = json.dumps(items, indent=1)
+    if opts.fake_driver_root is not None:
+        for log in sorted(opts.fake_driver_root.glob("**/*.log")):
+            evidence[f"logs/{log.relative_to(opts.fake_driver_root).as_posix()}"] = log.read_bytes()[-1_000_000:]
+    reproduce = "draguard " + " ".join(shlex.quote(a) for a in opts.argv) if opts.argv else ""
+    archive = write_bundle(result, opts.out, product, environment=env, evidence=evidence, reproduce=reproduce)
+    return result, archive

@@ -1,0 +1,623 @@
+"""The cluster suite's engine: configuration, capability detection, node access, the context, the runner.
+
+A check is ``check(ctx: ClusterContext) -> None`` registered with :func:`cluster_check` into
+:data:`draguard.harness.registry.CHECKS` as ``conformance.<profile>.<name>`` with its rule, source
+and the fake-driver mutants it is aimed at. It passes, fails (:class:`~..checks.CheckFailed`, with
+evidence) or skips (:class:`~..checks.Skip`, with the reason), through the engine the sanity suite
+uses (:func:`draguard.conformance.checks.run_entry`).
+
+Checks drive the driver the way users do: pods with claims on the driver's nodes, through the real
+scheduler and kubelet. What the API shows (allocation, reservedFor, deallocation, eviction) is always
+checked; what only the node knows (the driver prepared the claim, released its devices, leaked
+nothing) needs :class:`NodeAccess` and is skipped with the reason otherwise. Every object a check
+creates carries the run label and is deleted when the check ends, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import logging
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from draguard.harness.errors import DefinitionError, HarnessError, UsageError
+from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
+from draguard.harness.registry import CHECKS, Entry
+from draguard.harness.result import CheckResult, Evidence, RunResult
+
+from ..checks import CheckFailed, Skip, run_entry
+
+__all__ = [
+    "PROFILES",
+    "ClusterConfig",
+    "NodeAccess",
+    "FakeDriverAccess",
+    "CommandAccess",
+    "ClusterContext",
+    "cluster_check",
+    "cluster_checks",
+    "checks_table",
+    "detect",
+    "open_context",
+    "run_check",
+    "run_conformance",
+]
+
+log = logging.getLogger("draguard.conformance")
+
+PREFIX = "conformance."
+PROFILES = ("core", "topology", "sharing", "gang", "chaos")
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """What the suite is pointed at, and its bounds."""
+
+    kubeconfig: Path
+    driver: str
+    device_class: str
+    context: str | None = None
+    nodes: str | None = None
+    """Label selector of the nodes to use [default: every node the driver publishes devices for]."""
+    profiles: tuple[str, ...] = PROFILES
+    select: tuple[str, ...] = ()
+    """Check id globs to run (all of the chosen profiles when empty)."""
+    wait_timeout: float = 60.0
+    """How long a pod may take to run, to go, a claim to be deallocated."""
+    check_timeout: float = 300.0
+    reuse_count: int = 3
+    prepare_delay: float = 50.0
+    """How long the eviction-during-prepare check holds a prepare inside the driver: longer than the
+    kubelet's DRA call timeout (45 s, pkg/kubelet/cm/dra/plugin), so the kubelet gives up on it."""
+
+
+class NodeAccess(Protocol):
+    """What the suite may see and do on the driver's nodes beyond the API; a missing method skips.
+
+    ``prepared``/``held``/``leaks`` read the driver's own record of a node (the node-side truth);
+    the others are hooks of the driver. Methods raise :class:`NotImplementedError` when they are
+    not available for this driver.
+    """
+
+    def prepared(self, node: str) -> set[str]:
+        """UIDs of the claims the driver on ``node`` has prepared (completely or partly)."""
+
+    def held(self, node: str) -> dict[str, str]:
+        """Device name → claim UID of every device the driver on ``node`` does not consider free."""
+
+    def leaks(self, node: str) -> list[str]:
+        """The driver's own record on ``node`` contradicts itself (a device lost), one sentence each."""
+
+    def restart(self, node: str) -> None:
+        """Restart the driver on ``node``; return once it was asked to start again."""
+
+    def fail_release(self, node: str, device: str) -> None:
+        """Make the next release (reset) of ``device`` fail once."""
+
+    def slow_prepare(self, node: str, claim_uid: str, seconds: float) -> None:
+        """Make the next prepare of the claim take ``seconds`` longer, inside the driver."""
+
+    def clear(self, node: str) -> None:
+        """Undo every fault set through these hooks."""
+
+
+class FakeDriverAccess:
+    """Node access to draguard's fake driver: its checkpoint and fault file under ``root``.
+
+    ``processes`` (node → :class:`~draguard.harness.driver.process.FakeDriverProcess`) or
+    ``restart_command`` (``{node}`` is replaced) enable ``restart``.
+    """
+
+    def __init__(self, root: str | Path, driver: str, processes: Mapping[str, Any] | None = None,
+                 restart_command: str | None = None) -> None:
+        self.root = Path(root)
+        self.driver = driver
+        self.processes = dict(processes or {})
+        self.command = CommandAccess(restart_command) if restart_command else None
+
+    def _checkpoint(self, node: str) -> Any:
+        from draguard.harness.driver.state import read_checkpoint
+
+        return read_checkpoint(self.root, node, self.driver)
+
+    def prepared(self, node: str) -> set[str]:
+        return set(self._checkpoint(node).claims)
+
+    def held(self, node: str) -> dict[str, str]:
+        from draguard.harness.driver.state import DeviceState
+
+        cp = self._checkpoint(node)
+        return {n: (r.claim or "") for n, r in cp.devices.items() if r.state is not DeviceState.FREE}
+
+    def leaks(self, node: str) -> list[str]:
+        return list(self._checkpoint(node).leaks())
+
+    def restart(self, node: str) -> None:
+        if node in self.processes:
+            self.processes[node].restart()
+        elif self.command is not None:
+            self.command.restart(node)
+        else:
+            raise NotImplementedError("no process handle or --restart-command for the fake driver")
+
+    def _set(self, node: str, **faults: Any) -> None:
+        from draguard.harness.driver.faults import set_faults
+
+        set_faults(self.root, node, self.driver, **faults)
+
+    def fail_release(self, node: str, device: str) -> None:
+        self._set(node, reset_fail={"count": 1, "devices": [device]})
+
+    def slow_prepare(self, node: str, claim_uid: str, seconds: float) -> None:
+        self._set(node, prepare_hang={"seconds": seconds, "claims": [claim_uid], "count": 1})
+
+    def clear(self, node: str) -> None:
+        from draguard.harness.driver.faults import clear_faults
+
+        clear_faults(self.root, node, self.driver)
+
+
+class CommandAccess:
+    """Node access for any driver: only ``restart``, by a shell command (``{node}`` is replaced)."""
+
+    def __init__(self, restart_command: str, timeout: float = 120.0) -> None:
+        self.restart_command = restart_command
+        self.timeout = timeout
+
+    def restart(self, node: str) -> None:
+        done = subprocess.run(self.restart_command.replace("{node}", node), shell=True, capture_output=True,
+                              text=True, timeout=self.timeout, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"--restart-command exited with {done.returncode}: "
+                               f"{(done.stderr or done.stdout).strip()[-400:]}")
+
+
+CheckFn = Callable[["ClusterContext"], None]
+
+
+def cluster_check(check_id: str, *, rule: str, source: str, aimed_at: Sequence[str] = (),
+                  needs: Sequence[str] = ()) -> Callable[[CheckFn], CheckFn]:
+    """Register a cluster check ``conformance.<profile>.<name>`` with its rule and source.
+
+    ``aimed_at`` names the fake-driver mutants it exists to catch (a test asserts each fails it);
+    ``needs`` names what it needs beyond the API (:class:`NodeAccess` methods, capabilities).
+    """
+    parts = check_id.split(".")
+    if len(parts) != 3 or parts[0] != "conformance" or parts[1] not in PROFILES:
+        raise DefinitionError(f"conformance check id {check_id!r} must be conformance.<{'|'.join(PROFILES)}>.<name>")
+    if not source.strip():
+        raise DefinitionError(f"conformance check {check_id!r}: say where its rule comes from (source=...)")
+    return CHECKS.register(check_id, summary=rule, source=source, aimed_at=tuple(aimed_at), needs=tuple(needs),
+                           profile=parts[1])
+
+
+def cluster_checks(profiles: Sequence[str] = PROFILES, select: Sequence[str] = ()) -> list[Entry[Any]]:
+    """The registered cluster checks of ``profiles``, in profile order, filtered by id globs."""
+    from . import checks  # noqa: F401  (the checks register on import)
+
+    unknown = [p for p in profiles if p not in PROFILES]
+    if unknown:
+        raise UsageError(f"unknown profile {', '.join(map(repr, unknown))}; known: {', '.join(PROFILES)}")
+    entries = [e for e in CHECKS.entries() if e.name.startswith(PREFIX) and e.meta.get("profile") in profiles]
+    if select:
+        entries = [e for e in entries if any(fnmatch.fnmatchcase(e.name, pat) for pat in select)]
+    order = {p: i for i, p in enumerate(PROFILES)}
+    return sorted(entries, key=lambda e: (order[str(e.meta["profile"])], e.name))
+
+
+# -- capabilities ---------------------------------------------------------------------------------
+def _served(kube: Kube, group: str) -> list[str]:
+    try:
+        doc = kube.request("GET", f"/apis/{group}")
+    except (ApiError, HarnessError):
+        return []
+    return [v.get("version", "") for v in doc.get("versions") or []]
+
+
+def _resources(kube: Kube, group_version: str) -> set[str]:
+    try:
+        doc = kube.request("GET", f"/apis/{group_version}")
+    except (ApiError, HarnessError):
+        return set()
+    return {r.get("name", "") for r in doc.get("resources") or []}
+
+
+def detect(kube: Kube, config: ClusterConfig) -> dict[str, Any]:
+    """What the cluster serves and the driver publishes; the checks decide from this whether they apply."""
+    caps: dict[str, Any] = {}
+    try:
+        caps["kubernetes"] = kube.server_version().get("gitVersion")
+    except (ApiError, HarnessError) as exc:
+        caps["kubernetes"] = None
+        caps["error"] = f"cannot read the server version: {exc}"
+    caps["resourceVersions"] = _served(kube, "resource.k8s.io")
+    caps["resourceV1"] = "v1" in caps["resourceVersions"]
+    caps["deviceTaintRules"] = "devicetaintrules" in _resources(kube, "resource.k8s.io/v1")
+    gates = kube.feature_gates()
+    caps["featureGates"] = {k: v for k, v in sorted(gates.items()) if k.startswith("DRA") or k == "DynamicResourceAllocation"}
+    caps["featureGatesObservable"] = bool(gates)
+    return caps
+
+
+# -- the context ----------------------------------------------------------------------------------
+@dataclass
+class ClusterContext:
+    """Everything a check may use; one per suite run."""
+
+    config: ClusterConfig
+    kube: Kube
+    namespace: str
+    run_id: str
+    nodes: list[str]
+    """The nodes to use: the driver publishes devices for them and they match the selector."""
+    slices: list[Obj]
+    capabilities: dict[str, Any]
+    access: Any = None
+    evidence: dict[str, Any] | None = None
+    """When set, the claims, pods and events of each check are kept here under its id (before deletion)."""
+    current: str = ""
+    _seen: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    _made: list[tuple[str, str, str | None]] = field(default_factory=list)
+    _seq: int = 0
+
+    @property
+    def check_timeout(self) -> float:
+        return self.config.check_timeout
+
+    # -- the driver's devices ---------------------------------------------------------------------
+    def devices(self, node: str) -> list[Obj]:
+        """The devices the driver publishes for ``node`` (with their pool in ``_pool``)."""
+        out: list[Obj] = []
+        for sl in self.slices:
+            spec = sl.get("spec", {})
+            if spec.get("nodeName") == node:
+                out += [d | {"_pool": spec.get("pool", {}).get("name", "")} for d in spec.get("devices") or []]
+        return out
+
+    def attribute(self, pool: str, device: str, attr: str) -> Any:
+        for sl in self.slices:
+            spec = sl.get("spec", {})
+            if spec.get("pool", {}).get("name") != pool:
+                continue
+            for d in spec.get("devices") or []:
+                if d.get("name") == device:
+                    value = (d.get("attributes") or {}).get(attr) or (d.get("attributes") or {}).get(attr.split("/")[-1])
+                    return None if value is None else next(iter(value.values()), None)
+        return None
+
+    def shared_attribute(self, node: str, count: int) -> str | None:
+        """A device attribute of which ``count`` devices on ``node`` share a value, qualified with the driver."""
+        values: dict[tuple[str, str], int] = {}
+        for d in self.devices(node):
+            for name, value in (d.get("attributes") or {}).items():
+                key = (name, repr(value))
+                values[key] = values.get(key, 0) + 1
+        names = sorted({name for (name, _), n in values.items() if n >= count})
+        if not names:
+            return None
+        name = names[0]
+        return name if "/" in name else f"{self.config.driver}/{name}"
+
+    # -- objects --------------------------------------------------------------------------------
+    def name(self, base: str) -> str:
+        self._seq += 1
+        return f"{base}-{self._seq}"
+
+    def create(self, obj: Obj) -> Obj:
+        """Create ``obj`` with the run label (in the suite's namespace when namespaced); deleted at cleanup."""
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("labels", {})[RUN_LABEL] = self.run_id
+        namespaced = obj["kind"] not in ("DeviceTaintRule",)
+        if namespaced:
+            meta["namespace"] = self.namespace
+        created = self.kube.create(obj)
+        self._made.append((obj["kind"], meta["name"], self.namespace if namespaced else None))
+        return created
+
+    def request(self, count: int = 1, constraint: str | None = None, all_devices: bool = False) -> Obj:
+        exactly: Obj = {"deviceClassName": self.config.device_class}
+        if all_devices:
+            exactly["allocationMode"] = "All"
+        else:
+            exactly["count"] = count
+        spec: Obj = {"devices": {"requests": [{"name": "req", "exactly": exactly}]}}
+        if constraint:
+            spec["devices"]["constraints"] = [{"requests": ["req"], "matchAttribute": constraint}]
+        return spec
+
+    def template(self, count: int = 1, constraint: str | None = None, all_devices: bool = False) -> str:
+        name = self.name("tpl")
+        self.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                     "spec": {"spec": self.request(count, constraint, all_devices)}})
+        return name
+
+    def claim(self, count: int = 1, constraint: str | None = None) -> Obj:
+        return self.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                            "metadata": {"name": self.name("claim")}, "spec": self.request(count, constraint)})
+
+    def pod(self, *, claim: str | None = None, template: str | None = None, containers: int = 1,
+            node: str | None = None) -> str:
+        """A pause pod using one claim (``claim`` by name or from ``template``) in every container."""
+        name = self.name("pod")
+        ref: Obj = {"name": "dev"}
+        if claim:
+            ref["resourceClaimName"] = claim
+        else:
+            ref["resourceClaimTemplateName"] = template
+        spec: Obj = {
+            "containers": [{"name": f"c{i}", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "dev"}]}}
+                           for i in range(containers)],
+            "resourceClaims": [ref],
+            "terminationGracePeriodSeconds": 1,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                       "values": [node] if node else list(self.nodes)}]}]}}},
+        }
+        self.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+        return name
+
+    def get(self, kind: str, name: str) -> Obj | None:
+        return self.kube.get(kind, name, None if kind == "DeviceTaintRule" else self.namespace)
+
+    def wait(self, condition: Callable[[], Any], what: str, timeout: float | None = None,
+             evidence: Callable[[], str] | None = None) -> Any:
+        """Poll ``condition`` until truthy (returned); fail the check saying ``what`` did not happen."""
+        timeout = self.config.wait_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                detail = f": {evidence()}" if evidence else ""
+                raise CheckFailed(f"{what} did not happen within {timeout:.0f}s{detail}")
+            time.sleep(0.3)
+
+    def pod_state(self, name: str) -> str:
+        pod = self.get("Pod", name)
+        if pod is None:
+            return f"pod {name} is gone"
+        status = pod.get("status", {})
+        conds = "; ".join(f"{c.get('type')}={c.get('status')} {c.get('reason') or ''} {c.get('message') or ''}".strip()
+                          for c in status.get("conditions") or [])
+        events = [f"{e.get('reason')}: {e.get('message')}" for e in self.kube.items("Event", self.namespace)
+                  if e.get("involvedObject", {}).get("name") == name][-3:]
+        return (f"pod {name} phase {status.get('phase')} on node {pod.get('spec', {}).get('nodeName')}; "
+                f"conditions: {conds or 'none'}; events: {' | '.join(events) or 'none'}")
+
+    def wait_running(self, name: str) -> Obj:
+        """Wait until pod ``name`` runs; fail with its conditions and events otherwise."""
+        def running() -> Obj | None:
+            pod = self.get("Pod", name)
+            return pod if pod and pod.get("status", {}).get("phase") == "Running" else None
+
+        pod: Obj = self.wait(running, f"pod {name} running", evidence=lambda: self.pod_state(name))
+        return pod
+
+    def claims_of(self, pod: Obj) -> list[Obj]:
+        """The ResourceClaims a pod uses (generated ones from its status)."""
+        names = [s.get("resourceClaimName") for s in pod.get("status", {}).get("resourceClaimStatuses") or []]
+        names += [c.get("resourceClaimName") for c in pod.get("spec", {}).get("resourceClaims") or []]
+        out = []
+        for n in dict.fromkeys(n for n in names if n):
+            obj = self.get("ResourceClaim", n)
+            if obj is not None:
+                out.append(obj)
+        return out
+
+    def remember(self, kind: str, *objs: Obj) -> None:
+        """Keep ``objs`` as they are now for the evidence (they may be deleted before the check ends)."""
+        for obj in objs:
+            self._seen.setdefault(kind, {})[obj.get("metadata", {}).get("uid", "")] = obj
+
+    @staticmethod
+    def allocated(claim: Obj) -> list[tuple[str, str, str]]:
+        """(driver, pool, device) of each device allocated to ``claim``."""
+        results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
+        return [(r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results]
+
+    @staticmethod
+    def ref(obj: Obj) -> str:
+        m = obj.get("metadata", {})
+        return f"{obj.get('kind', 'object')} {m.get('namespace', '')}/{m.get('name')} uid={m.get('uid')}"
+
+    def delete_pod(self, name: str, force: bool = False) -> None:
+        self.kube.delete("Pod", name, self.namespace, grace_seconds=0 if force else None)
+
+    def wait_gone(self, kind: str, name: str, timeout: float | None = None) -> None:
+        self.wait(lambda: self.get(kind, name) is None, f"{kind} {name} to be gone", timeout)
+
+    def wait_deallocated(self, name: str) -> None:
+        """Wait until claim ``name`` is neither reserved nor allocated (or gone)."""
+        def free() -> bool:
+            claim = self.get("ResourceClaim", name)
+            return claim is None or not (claim.get("status") or {}).get("allocation")
+
+        self.wait(free, f"claim {name} to be deallocated",
+                  evidence=lambda: f"status {(self.get('ResourceClaim', name) or {}).get('status')}")
+
+    # -- the node-side truth ----------------------------------------------------------------------
+    def node_access(self, what: str) -> Any:
+        """The node access with the driver's node-side record, or skip saying which part of the check needs it."""
+        if not self.has_truth():
+            raise Skip(f"{what} is only observable on the node; give node access (--fake-driver-root for "
+                       "draguard's fake driver) to check it")
+        return self.access
+
+    def has_truth(self) -> bool:
+        return self.access is not None and callable(getattr(self.access, "prepared", None))
+
+    def hook(self, name: str) -> Callable[..., None]:
+        fn = getattr(self.access, name, None) if self.access is not None else None
+        if fn is None:
+            raise Skip(f"needs the {name!r} hook (the suite cannot do this to an arbitrary driver); "
+                       f"{'no node access was given' if self.access is None else 'the node access lacks it'}")
+
+        def call(*args: Any) -> None:
+            try:
+                fn(*args)
+            except NotImplementedError as exc:
+                raise Skip(f"the {name!r} hook is not available for this driver: {exc}") from exc
+
+        return call
+
+    def expect_prepared(self, node: str, uid: str, what: str) -> None:
+        if not self.has_truth():
+            return
+        prepared = self.access.prepared(node)
+        if uid not in prepared:
+            raise CheckFailed(f"{what}: the driver on {node} has not prepared claim {uid} (prepared: {sorted(prepared)})",
+                              [Evidence(f"{what}: claim {uid} not prepared on {node}", (uid,))])
+
+    def expect_released(self, node: str, uids: Sequence[str], what: str) -> None:
+        """Wait until the driver on ``node`` holds none of ``uids`` and its record has no leak."""
+        if not self.has_truth():
+            return
+
+        def released() -> bool:
+            prepared = self.access.prepared(node)
+            held = self.access.held(node)
+            return not (set(uids) & prepared) and not (set(uids) & set(held.values()))
+
+        def state() -> str:
+            return (f"prepared {sorted(self.access.prepared(node))}, held {self.access.held(node)}, "
+                    f"leaks {self.access.leaks(node)}")
+
+        self.wait(released, f"{what}: the driver on {node} releasing claim(s) {', '.join(uids)}", evidence=state)
+        leaks = self.access.leaks(node)
+        if leaks:
+            raise CheckFailed(f"{what}: the driver on {node} lost devices: {'; '.join(leaks)}",
+                              [Evidence(leak) for leak in leaks])
+
+    # -- cleanup ------------------------------------------------------------------------------------
+    def cleanup(self) -> list[str]:
+        """Delete what the check created (pods first, at once); problems are returned, never raised."""
+        made, self._made = self._made, []
+        problems: list[str] = []
+        seen, self._seen = self._seen, {}
+        if self.evidence is not None:
+            try:
+                for kind in ("ResourceClaim", "Pod", "Event"):
+                    for obj in self.kube.items(kind, self.namespace):
+                        seen.setdefault(kind, {})[obj["metadata"]["uid"]] = obj
+            except (ApiError, HarnessError) as exc:
+                problems.append(f"collecting evidence: {exc}")
+            self.evidence[self.current] = {kind: list(objs.values()) for kind, objs in seen.items()}
+        if self.access is not None and callable(getattr(self.access, "clear", None)):
+            for node in self.nodes:
+                try:
+                    self.access.clear(node)
+                except Exception as exc:  # a hook of the driver: report, go on
+                    problems.append(f"clearing faults on {node}: {exc}")
+        order = {"Pod": 0, "DeviceTaintRule": 1, "ResourceClaim": 2, "ResourceClaimTemplate": 3}
+        for kind, name, ns in sorted(made, key=lambda m: order.get(m[0], 9)):
+            try:
+                self.kube.delete(kind, name, ns, grace_seconds=0 if kind == "Pod" else None)
+            except (ApiError, HarnessError) as exc:
+                problems.append(f"delete {kind} {name}: {exc}")
+        deadline = time.monotonic() + self.config.wait_timeout
+        pods = [name for kind, name, _ in made if kind == "Pod"]
+        while pods and time.monotonic() < deadline:
+            pods = [p for p in pods if self.kube.get("Pod", p, self.namespace) is not None]
+            time.sleep(0.3)
+        problems += [f"pod {p} still there after {self.config.wait_timeout:.0f}s" for p in pods]
+        return problems
+
+
+def run_check(ctx: ClusterContext, entry: Entry[Any]) -> CheckResult:
+    """Run one cluster check with its timeout; whatever happens, a :class:`CheckResult` comes back."""
+    return run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
+
+
+def _nodes(kube: Kube, config: ClusterConfig, slices: list[Obj]) -> list[str]:
+    with_devices = {s["spec"]["nodeName"] for s in slices if s.get("spec", {}).get("nodeName") and s["spec"].get("devices")}
+    if config.nodes:
+        matching = {n["metadata"]["name"] for n in kube.items("Node", label_selector=config.nodes)}
+        return sorted(with_devices & matching)
+    return sorted(with_devices)
+
+
+@contextlib.contextmanager
+def open_context(config: ClusterConfig, access: Any = None) -> Iterator[ClusterContext]:
+    """Detect capabilities, find the nodes, make the run's namespace; delete it at the end.
+
+    Raises :class:`~draguard.harness.errors.HarnessError` (exit 2) when the cluster cannot be used
+    at all: unreachable, or no ResourceClaim API.
+    """
+    kube = Kube.from_kubeconfig(config.kubeconfig, config.context)
+    caps = detect(kube, config)
+    if caps.get("error"):
+        raise HarnessError(f"{config.kubeconfig}: {caps['error']}")
+    slices: list[Obj] = []
+    try:
+        slices, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={config.driver}")
+    except (ApiError, HarnessError) as exc:
+        caps["slicesError"] = str(exc)
+    nodes = _nodes(kube, config, slices)
+    caps["nodes"] = nodes
+    caps["publishedDevices"] = {n: sum(len(s["spec"].get("devices") or []) for s in slices
+                                       if s["spec"].get("nodeName") == n) for n in nodes}
+    caps["attributes"] = sorted({a for s in slices for d in s["spec"].get("devices") or [] for a in d.get("attributes") or {}})
+    try:
+        caps["deviceClass"] = kube.get("DeviceClass", config.device_class) is not None
+    except (ApiError, HarnessError):
+        caps["deviceClass"] = None
+    run_id = uuid.uuid4().hex[:8]
+    namespace = f"draguard-conformance-{run_id}"
+    kube.create_namespace(namespace, {RUN_LABEL: run_id}, wait=False)
+    ctx = ClusterContext(config, kube, namespace, run_id, nodes, slices, caps, access)
+    try:
+        kube.wait_namespace_ready(namespace)
+        yield ctx
+    finally:
+        try:
+            kube.delete("Namespace", namespace)
+        except (ApiError, HarnessError) as exc:
+            log.warning("cannot delete namespace %s: %s", namespace, exc)
+
+
+def run_conformance(config: ClusterConfig, access: Any = None,
+                    on_result: Callable[[CheckResult], None] | None = None,
+                    evidence: dict[str, Any] | None = None) -> RunResult:
+    """Run the chosen profiles' checks against the driver in the cluster; capabilities go into the result.
+
+    With ``evidence`` (a dict), each check's claims, pods and events are kept there under its id,
+    and the driver's ResourceSlices under ``"slices"``.
+    """
+    entries = cluster_checks(config.profiles, config.select)
+    with open_context(config, access) as ctx:
+        ctx.evidence = evidence
+        if evidence is not None:
+            evidence["slices"] = ctx.slices
+        result = RunResult(run_id=f"conformance-{ctx.run_id}")
+        result.environment = {"driver": config.driver, "deviceClass": config.device_class,
+                              "profiles": list(config.profiles), "nodeSelector": config.nodes,
+                              "nodeAccess": type(access).__name__ if access is not None else None,
+                              "capabilities": ctx.capabilities,
+                              "nodeSide": "checked from the driver's own record" if ctx.has_truth() else
+                              "not checked: no node access; checks that are only node-side skip, the others "
+                              "check what the API shows"}
+        for entry in entries:
+            ctx.current = entry.name
+            check = run_check(ctx, entry)
+            result.checks.append(check)
+            if on_result is not None:
+                on_result(check)
+    return result
+
+
+def checks_table() -> str:
+    """The Markdown table of the cluster checks (id, rule, source, aimed at, needs) for docs/conformance.md."""
+    rows = ["| check | rule | source | mutants aimed at | needs beyond the API |", "|---|---|---|---|---|"]
+    for e in cluster_checks():
+        aimed = ", ".join(f"`{m}`" for m in e.meta.get("aimed_at") or ()) or "–"
+        needs = ", ".join(e.meta.get("needs") or ()) or "–"
+        rows.append(f"| `{e.name}` | {e.summary} | {e.meta.get('source')} | {aimed} | {needs} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,102 @@
+"""The cluster suite against a driver written by others: the upstream DRA test driver
+(k8s.io/kubernetes/test/e2e/dra/test-driver, built as dra-test-driver beside the control plane),
+on fake nodes whose agent runs the pods and calls the driver's sockets as the kubelet does.
+
+It gets no fake-driver node access (its node-side checks skip with the reason) and a restart hook
+that restarts its process. Every check it fails is a finding written up in docs/conformance.md;
+this test pins that list, so a new failure (a finding or a wrong check) or a fixed one shows up."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from draguard.conformance.cluster import ClusterConfig, run_conformance
+from draguard.harness.driver.external import (
+    TEST_DRIVER_NAME,
+    ExternalPluginProcess,
+    delete_published_slices,
+    external_device_class,
+    find_test_driver,
+)
+from draguard.harness.errors import HarnessError
+from draguard.harness.kube import Kube
+from draguard.harness.nodes import FakeNodesProcess
+from draguard.harness.nodes.node import LEASE_NAMESPACE
+from support import wait
+
+pytestmark = pytest.mark.cluster
+
+FINDINGS: dict[str, str] = {}
+"""Cluster checks the upstream test driver fails, each a finding documented in docs/conformance.md."""
+
+
+class _Restart:
+    """Restart hook: stop and start the upstream driver's process on its node."""
+
+    def __init__(self, procs: dict[str, ExternalPluginProcess]) -> None:
+        self.procs = procs
+
+    def restart(self, node: str) -> None:
+        self.procs[node].stop()
+        self.procs[node].start()
+
+
+@pytest.fixture
+def upstream(draguard_cluster: Any) -> Iterator[tuple[dict[str, ExternalPluginProcess], str]]:
+    bin_dir = draguard_cluster.local.bin_dir if draguard_cluster.local is not None else None
+    try:
+        binary = find_test_driver(bin_dir)
+    except HarnessError as exc:
+        pytest.skip(str(exc))
+    kube: Kube = draguard_cluster.kube()
+    tag = uuid.uuid4().hex[:6]
+    nodes = [f"dgu-{tag}-{i}" for i in range(2)]
+    cls = f"dgu-{tag}"
+    root = Path(tempfile.mkdtemp(prefix="dgu", dir="/tmp"))
+    agent = FakeNodesProcess(draguard_cluster.kubeconfig, nodes, root=root, run_label=draguard_cluster.run_id,
+                             log=root / "nodes.log", extra_args=["--heartbeat-interval", "1", "--backoff-max", "1"])
+    procs: dict[str, ExternalPluginProcess] = {}
+    try:
+        agent.start()
+        kube.create(external_device_class(cls))
+        for n in nodes:
+            procs[n] = ExternalPluginProcess(draguard_cluster.kubeconfig, n, root=root, devices=4, binary=binary).start()
+
+        def published() -> bool:
+            items, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={TEST_DRIVER_NAME}")
+            return set(nodes) <= {s["spec"].get("nodeName") for s in items if s["spec"].get("devices")}
+
+        wait(published, "the upstream driver's slices", 60)
+        yield procs, cls
+    finally:
+        for proc in procs.values():
+            proc.stop()
+        agent.stop()
+        kube.delete("DeviceClass", cls)
+        for n in nodes:
+            delete_published_slices(kube, n)
+            kube.delete("Node", n)
+            kube.delete("Lease", n, LEASE_NAMESPACE)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_upstream_test_driver_through_the_cluster_suite(
+    draguard_cluster: Any, upstream: tuple[dict[str, ExternalPluginProcess], str]
+) -> None:
+    procs, cls = upstream
+    config = ClusterConfig(kubeconfig=Path(draguard_cluster.kubeconfig), driver=TEST_DRIVER_NAME, device_class=cls,
+                           wait_timeout=45.0)
+    result = run_conformance(config, _Restart(procs))
+    got = {c.id: (c.status, c.reason) for c in result.checks}
+    print("\n".join(f"{k}: {v}" for k, v in got.items()))
+    failed = {k for k, (s, _) in got.items() if s in ("failed", "error")}
+    assert failed == set(FINDINGS), got
+    assert got["conformance.core.template-claim"][0] == "passed"
+    assert got["conformance.core.force-delete"][0] == "skipped" and "node access" in got["conformance.core.force-delete"][1]
