@@ -210,8 +210,21 @@ class KillMatrix:
 
 
 def with_mutant(scenario: Scenario, mutant: str | None) -> Scenario:
-    """``scenario`` with its fake driver switched to ``mutant`` (None: the correct driver)."""
-    return replace(scenario, driver=replace(scenario.driver, mutant=None if mutant in (None, CORRECT) else mutant))
+    """``scenario`` with its fake driver switched to ``mutant`` (None: the correct driver).
+
+    A scenario that pins a mutant of its own and runs with another driver keeps the expectations it
+    has for the correct driver (see :func:`cell_expectations`): its incident's violations must now
+    hold, and the evidence rules that describe those violations no longer apply (else the correct
+    driver would be charged with evidence it rightly does not show).
+    """
+    chosen = None if mutant in (None, CORRECT) else mutant
+    out = replace(scenario, driver=replace(scenario.driver, mutant=chosen))
+    if scenario.driver.mutant and chosen != scenario.driver.mutant:
+        hold, _ = cell_expectations(scenario)
+        expect = scenario.expect
+        out = replace(out, expect=replace(expect, hold=hold, violate=(), evidence=tuple(
+            r for r in expect.evidence if r.invariant not in expect.violate)))
+    return out
 
 
 def run_cell(scenario: Scenario, mutant: str | None, report_dir: Path, bin_dir: str | None = None) -> Cell:

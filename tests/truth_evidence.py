@@ -3,9 +3,6 @@ violation came from the right place (the hardware's view, not the driver's books
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from draguard.harness.result import ScenarioResult
 
 EVIDENCE: dict[str, list[tuple[str, str]]] = {
@@ -43,8 +40,8 @@ def check_evidence(result: ScenarioResult) -> None:
 
     wanted = PROGRESS.get(result.name, [])
     if wanted:
-        assert result.timeline_file is not None
-        entries = json.loads(Path(result.timeline_file).read_text())
+        assert result.timeline is not None, f"{result.name}: the run kept no timeline"
+        entries = list(result.timeline.events())
         for kind, name, words in wanted:
             assert any(e["kind"] == kind and e["name"].startswith(name) and words in e["summary"] for e in entries), (
                 f"{result.name}: the timeline shows no {kind} {name}... with {words!r}"

@@ -137,7 +137,19 @@ class FakeDriverAccess:
         return {n: (r.claim or "") for n, r in cp.devices.items() if r.state is not DeviceState.FREE}
 
     def leaks(self, node: str) -> list[str]:
-        return list(self._checkpoint(node).leaks())
+        """Lost devices in the driver's books, and a device the hardware (the fake node's device truth)
+        reports as failed in its last reset while the driver holds it for no claim: nobody will retry
+        that reset, so the device is lost to the node whatever the books say."""
+        from draguard.harness.devices.truth import DeviceTruth
+
+        out = list(self._checkpoint(node).leaks())
+        truth = DeviceTruth(self.root, node)
+        if truth.exists:
+            held = self.held(node)
+            out += [f"device {n}: its last reset failed ({r.reset_error or 'no message'}) and the driver holds it "
+                    "for no claim (device truth)" for n, r in sorted(truth.read().devices.items())
+                    if r.reset == "failed" and n not in held]
+        return out
 
     def restart(self, node: str) -> None:
         if node in self.processes:

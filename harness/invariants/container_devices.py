@@ -19,7 +19,7 @@ NAME = "container-devices"
 
 
 @INVARIANTS.register(NAME, summary="Every container gets the devices prepared for its claims: each CDI device ID "
-                     "resolves on its node, and no device it gets is broken.")  # fmt: skip
+                     "resolves on its node, and no device it gets is broken.", judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     for t in snapshot.device_truth:
@@ -30,5 +30,5 @@ def check(snapshot: Snapshot) -> list[Violation]:
             seen.add(i.message)  # a runtime retries a failed container: one violation per distinct failure
             pod = (f"Pod/{i.pod}",) if i.pod else ()
             out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}", *pod),
-                                 (i.device,) if i.device else (), snapshot.time))  # fmt: skip
+                                 (snapshot.truth_device(t.node, i.device),) if i.device else (), snapshot.time))  # fmt: skip
     return out

@@ -63,7 +63,7 @@ def _truth(snapshot: Snapshot) -> list[Violation]:
         for i in t.incidents:
             if i.kind == "shared-without-sharing":
                 out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}",),
-                                     (i.device,), snapshot.time))  # fmt: skip
+                                     (snapshot.truth_device(t.node, i.device),), snapshot.time))  # fmt: skip
     return out
 
 

@@ -136,20 +136,22 @@ def _truth(snapshot: Snapshot) -> list[Violation]:
                          else "it was not reset after its last use")  # fmt: skip
                 out.append(Violation(NAME, f"{where} is {rec.reset}: {state}; it was used by claim(s) "
                                      f"{', '.join(rec.used_by) or '?'} and no claim holds it now (device truth)",
-                                     (node,), (name,), snapshot.time))  # fmt: skip
+                                     (node,), (snapshot.truth_device(t.node, name),), snapshot.time))  # fmt: skip
             for c in rec.containers:
                 if c.id.split("/")[0] not in live_pods:
                     out.append(Violation(NAME, f"{where}: container {c.id} of pod {c.pod} still runs (pid {c.pid}, "
                                          f"{c.memory_bytes} bytes) although the pod is gone or finished (device truth)",
-                                         (node,), (name,), snapshot.time))  # fmt: skip
+                                         (node,), (snapshot.truth_device(t.node, name),), snapshot.time))  # fmt: skip
             for part in rec.partitions:
                 if not held.get((t.node, part)):
                     out.append(Violation(NAME, f"{where} keeps partition {part}, which no claim holds (device truth)",
-                                         (node,), (name, part), snapshot.time))  # fmt: skip
+                                         (node,),
+                                         (snapshot.truth_device(t.node, name), snapshot.truth_device(t.node, part)),
+                                         snapshot.time))  # fmt: skip
         for i in t.incidents:
             if i.kind == "dirty-handoff":
-                out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (node,), (i.device,),
-                                     snapshot.time))  # fmt: skip
+                out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (node,),
+                                     (snapshot.truth_device(t.node, i.device),), snapshot.time))  # fmt: skip
     return out
 
 

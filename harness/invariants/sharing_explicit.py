@@ -73,9 +73,9 @@ def _truth(snapshot: Snapshot) -> list[Violation]:
             if rec.sharing and rec.sharing_claim not in held.get((t.node, name), set()):
                 out.append(Violation(NAME, f"device {name} on node {t.node} keeps {rec.sharing} sharing state of claim "
                                      f"{rec.sharing_claim}, which no longer holds it (device truth)",
-                                     (f"Node/{t.node}",), (name,), snapshot.time))  # fmt: skip
+                                     (f"Node/{t.node}",), (snapshot.truth_device(t.node, name),), snapshot.time))  # fmt: skip
         for i in t.incidents:
             if i.kind == "unshared-pods":
                 out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}",),
-                                     (i.device,), snapshot.time))  # fmt: skip
+                                     (snapshot.truth_device(t.node, i.device),), snapshot.time))  # fmt: skip
     return out

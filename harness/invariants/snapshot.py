@@ -195,6 +195,16 @@ class Snapshot:
         return out
 
     @cached_property
+    def _ids_on_nodes(self) -> dict[tuple[str, str], DeviceId]:
+        return {(node, d.device): d for d, node in self.device_nodes.items()}
+
+    def truth_device(self, node: str, name: str) -> str:
+        """A device of the device truth named the way allocation results name it (``driver/pool/device``),
+        so evidence rules match it like any other device; ``?/<node>/<name>`` when no slice publishes it."""
+        found = self._ids_on_nodes.get((node, name))
+        return str(found) if found is not None else f"?/{node}/{name}"
+
+    @cached_property
     def classes(self) -> dict[str, Obj]:
         """DeviceClasses by name."""
         return {c["metadata"]["name"]: c for c in self.device_classes}

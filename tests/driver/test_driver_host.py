@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.driver.faults import set_faults
 from draguard.harness.driver.host import DriverHostProcess, HostedDriver, HostedNode
 from draguard.harness.driver.slices import LABEL_NODE
@@ -77,7 +78,11 @@ def test_each_node_has_its_own_sockets_slices_checkpoint_faults_and_mutant(
         ca.unprepare([claim_a])
         assert cb.unprepare([claim_b])[claim_b.uid] == ""
     cp_a, cp_b = handles[a].checkpoint(), handles[b].checkpoint()
-    assert claim_a.uid not in cp_a.claims and cp_a.device_states()["gpu-0"] is DeviceState.FAILED  # the leak
+    # The leak: node a's driver forgot the claim and keeps no record of the device, while the hardware
+    # (the device truth) says its reset failed; node b's device was reset clean.
+    assert claim_a.uid not in cp_a.claims and cp_a.device_states().get("gpu-0", DeviceState.FREE) is DeviceState.FREE
+    assert DeviceTruth(handles[a].node_root, a).read().devices["gpu-0"].reset == "failed"
+    assert DeviceTruth(handles[b].node_root, b).read().devices["gpu-0"].reset == "clean"
     assert cp_b.claims == {} and set(cp_b.device_states().values()) == {DeviceState.FREE}
 
 

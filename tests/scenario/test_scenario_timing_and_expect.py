@@ -151,7 +151,7 @@ def test_every_invariant_declares_when_it_is_judged() -> None:
     assert {e.name: e.meta.get("judged") for e in INVARIANTS} == {
         "claim-atomic": "continuously", "gang-atomic": "continuously", "no-double-allocation": "continuously",
         "topology": "continuously", "no-legacy-mix": "continuously", "no-leak": "after-cleanup",
-        "sharing-explicit": "after-cleanup",
+        "sharing-explicit": "after-cleanup", "container-devices": "continuously",
     }
 
 
