@@ -19,8 +19,10 @@ from draguard.harness.errors import HarnessError, UsageError
 from draguard.harness.load.engine import KINDS, LoadConfig, run_load
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
+from draguard.harness.runner.deploy import sharing_config
 from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import Params, PositiveDuration
+from draguard.harness.scenario.types import SharingStrategy
 
 
 class LoadParams(Params):
@@ -38,6 +40,9 @@ class LoadParams(Params):
     users: int | None = Field(default=None, ge=1, le=10_000)
     op_timeout: PositiveDuration = timedelta(seconds=60)
     """How long one operation may take to run, and again to be released."""
+    sharing: SharingStrategy | None = None
+    """The sharing strategy of ``shared`` claims (several pods on one claim must name one); default
+    ``TimeSlicing`` on draguard's fake driver, none on another driver (set it, or its config, there)."""
 
 
 @FAULTS.register("load", summary="churn claims at a target rate (locust) for a while", params=LoadParams)
@@ -50,6 +55,7 @@ def load(ctx: StepContext, params: LoadParams | None) -> None:
     device_class = params.device_class or (classes[0] if classes else ctx.scenario.driver.device_class)
     if not device_class or ctx.kubeconfig is None or ctx.report_dir is None:
         raise UsageError(f"step {ctx.step.name}: the load needs a DeviceClass and the run's kubeconfig")
+    sharing = params.sharing or ("TimeSlicing" if ctx.scenario.driver.kind == "fake" else None)
     ctx.before(UndoAction("none", {"why": "the load deletes what it created; leftovers carry the run label"}))
     config = LoadConfig(
         kubeconfig=ctx.kubeconfig, namespace=ctx.namespace, device_class=device_class,
@@ -57,6 +63,7 @@ def load(ctx: StepContext, params: LoadParams | None) -> None:
         duration=params.duration.total_seconds(), kinds=tuple(params.kinds), gang_size=params.gang_size,
         devices_per_claim=params.devices_per_claim, users=params.users,
         op_timeout=params.op_timeout.total_seconds(), run_label=ctx.run_id,
+        shared_config=(sharing_config(ctx.driver_name, sharing),) if sharing else (),
     )  # fmt: skip
     result = run_load(config, ctx.kube)
     s = result.summary

@@ -2,7 +2,10 @@
 
 Every process starts in its own session (so a group kill reaches its children) and, when
 ``die_with_parent`` is set, with ``PR_SET_PDEATHSIG`` so that it dies if the draguard process that
-owns it is killed, even by SIGKILL. Pids are also written to the owner's state file so that
+owns it is killed, even by SIGKILL. The kernel ties that signal to the *thread* that forked the
+child, not to the process: a child started from a short-lived thread (a chaos step restarting a node
+agent or a driver) would be killed the moment that thread ends. Every such child is therefore forked
+on one thread that lives as long as the draguard process (:func:`_spawn`). Pids are also written to the owner's state file so that
 ``draguard cluster down`` / ``draguard cleanup`` can stop them from another process.
 Used by the local cluster, the fake driver and fake node wrappers, and the runner.
 """
@@ -16,14 +19,17 @@ import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import HarnessError
 
-__all__ = ["Supervised", "free_port", "port_is_free", "pid_alive", "kill_pid", "last_lines"]
+__all__ = ["Supervised", "spawn", "free_port", "port_is_free", "pid_alive", "kill_pid", "last_lines"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -34,6 +40,27 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+
+
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def spawn(argv: list[str], die_with_parent: bool = True, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen`` on the process-wide spawner thread (see the module docstring), in a
+    session of its own, killed with draguard when ``die_with_parent``."""
+    kwargs.setdefault("start_new_session", True)
+    if die_with_parent:
+        kwargs["preexec_fn"] = _die_with_parent
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draguard-spawner")
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, **kwargs)
+
+    return _SPAWNER.submit(popen).result()
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -133,15 +160,8 @@ class Supervised:
             out.write(f"\n==== {time.strftime('%H:%M:%S')} starting {' '.join(self.argv)}\n".encode())
             out.flush()
             try:
-                self.proc = subprocess.Popen(
-                    list(self.argv),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=self.env,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent if self.die_with_parent else None,  # noqa: PLW1509
-                )
+                self.proc = spawn(list(self.argv), self.die_with_parent, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=self.env)
             except OSError as exc:
                 raise HarnessError(f"cannot start {self.name} ({self.argv[0]}): {exc}") from exc
         self.pid = self.proc.pid

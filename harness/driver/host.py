@@ -43,6 +43,7 @@ from typing import Any
 
 import grpc
 
+from ..cluster.process import spawn
 from ..errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2_grpc
 from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
@@ -416,11 +417,11 @@ class DriverHostProcess:
         spec = self.root / "driver-host.json"
         spec.write_text(json.dumps({"nodes": [n.__dict__ for n in self.nodes]}))
         with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(
+            self.proc = spawn(
                 [sys.executable, "-m", "draguard.cli.driver", "host", "--kubeconfig", str(self.kubeconfig),
                  "--root", str(self.root), "--driver", self.driver, "--nodes-file", str(spec),
                  "--log-level", self.log_level],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
             )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..cluster.process import spawn
 from ..errors import HarnessError
 from ..paths import DEFAULT_DRIVER, NodeDirs, state_dir
 from .faults import set_faults
@@ -122,14 +123,10 @@ class FakeDriverProcess:
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if self.env is None else self.env)
         with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "draguard.cli.driver", "fake", *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # a Ctrl-C in the parent's terminal is not the driver's business
-            )
+            # Its own session (a Ctrl-C in the parent's terminal is not the driver's business), and it
+            # dies with draguard even when a chaos step's thread restarted it.
+            self.proc = spawn([sys.executable, "-m", "draguard.cli.driver", "fake", *self.args],
+                              stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env)
         self.wait_ready(timeout)
         return self
 

@@ -66,6 +66,9 @@ class LoadConfig:
     image: str = "registry.k8s.io/pause:3.10"
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     """The load's id (label ``draguard.dev/load``): what it selects, deletes and waits for."""
+    shared_config: tuple[Obj, ...] = ()
+    """Device config entries (``spec.devices.config``) of each ``shared`` claim: the sharing strategy
+    several pods on one claim need (sharing-explicit); empty for a driver without one."""
     run_label: str | None = None
     """Value of the run label (``draguard.dev/run``) on what it creates (default: ``run``); a load
     inside a scenario uses the scenario run's, so the run's cleanup also finds its leftovers."""
@@ -90,6 +93,13 @@ class LoadResult:
 def _claim_spec(config: LoadConfig) -> Obj:
     return {"devices": {"requests": [{"name": "devices", "exactly": {
         "deviceClassName": config.device_class, "allocationMode": "ExactCount", "count": config.devices_per_claim}}]}}
+
+
+def _shared_claim_spec(config: LoadConfig) -> Obj:
+    spec = _claim_spec(config)
+    if config.shared_config:
+        spec["devices"]["config"] = [dict(c) for c in config.shared_config]
+    return spec
 
 
 def _snapshot(kube: Kube, namespace: str, inventory: frozenset[DeviceId], t0: float) -> Snapshot:
@@ -124,6 +134,7 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
     settings = {
         "kubeconfig": config.kubeconfig, "context": config.context, "namespace": config.namespace,
         "run": config.run, "run_label": config.run_label or config.run, "prefix": prefix, "template": template, "claim_spec": _claim_spec(config),
+        "shared_claim_spec": _shared_claim_spec(config),
         "rate": config.rate, "users": config.user_count, "duration": config.duration, "kinds": list(config.kinds),
         "gang_size": config.gang_size, "op_timeout": config.op_timeout, "workers": config.workers,
         "image": config.image, "report_dir": str(report),

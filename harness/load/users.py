@@ -171,7 +171,7 @@ class ChurnUser(User):
             if kind == "shared":
                 kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                              "metadata": {"name": f"{op}-shared", "namespace": ns, "labels": labels},
-                             "spec": s["claim_spec"]})  # fmt: skip
+                             "spec": s["shared_claim_spec"]})  # fmt: skip
             for i in range(size):
                 kube.create(_pod(op, i, ns, labels, kind, s))
         except ApiError as exc:

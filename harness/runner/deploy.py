@@ -18,6 +18,7 @@ __all__ = [
     "PAUSE_IMAGE",
     "device_class",
     "claim_spec",
+    "sharing_config",
     "claim_objects",
     "pod",
     "pod_group",
@@ -67,6 +68,13 @@ def _exact(r: Request | SubRequest) -> Obj:
     return out
 
 
+def sharing_config(driver: str, strategy: str) -> Obj:
+    """The opaque device config that sets a sharing strategy (``TimeSlicing``, ``MPS``) up for a claim,
+    in the form draguard's fake driver reads (``GpuConfig``, as the NVIDIA driver's config API has it)."""
+    return {"opaque": {"driver": driver, "parameters": {
+        "apiVersion": "gpu.draguard.dev/v1alpha1", "kind": "GpuConfig", "sharing": {"strategy": strategy}}}}
+
+
 def claim_spec(claim: Claim) -> Obj:
     requests: list[dict[str, Any]] = []
     for r in claim.requests:
@@ -98,9 +106,7 @@ def claim_spec(claim: Claim) -> Obj:
     if claim.sharing is not None:
         drivers = {o.driver for o in claim.config} or set()
         driver = next(iter(drivers)) if drivers else None
-        config.append({"opaque": {"driver": driver or "gpu.draguard.dev", "parameters": {
-            "apiVersion": "gpu.draguard.dev/v1alpha1", "kind": "GpuConfig",
-            "sharing": {"strategy": claim.sharing.strategy}}}})
+        config.append(sharing_config(driver or "gpu.draguard.dev", claim.sharing.strategy))
     if config:
         devices["config"] = config
     return {"devices": devices}

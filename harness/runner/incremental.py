@@ -12,6 +12,9 @@ is new since the previous round involves a claim that changed since then:
 * ``no-double-allocation`` compares claims: a new double allocation has at least one changed claim,
   and the other claims on its devices are added to the round.
 
+``no-double-allocation`` also reads the drivers' books and the device truth (a device prepared for
+two claims on its node); the reduced snapshot carries those whole, so that part is judged every round.
+
 When a ResourceSlice or DeviceClass changes (new generation, a taint, another selector) every claim
 is judged again. Violations already reported stay reported (the runner keeps each once).
 """

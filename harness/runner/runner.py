@@ -101,6 +101,7 @@ class Runner:
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
         self._judge_lock = threading.Lock()
+        self._driver_states: dict[str, tuple[object, NodeDriverState]] = {}
         self._player: TimelinePlayer | None = None
         self._contexts: dict[str, StepContext] = {}
         self._fired: dict[str, int] = {}
@@ -533,7 +534,10 @@ class Runner:
                 h.interposer.stop()
                 shutil.rmtree(f"{h.node_root}-plugins", ignore_errors=True)
             self._keep_device_truth(h)
-            shutil.rmtree(h.node_root, ignore_errors=True)
+            if os.environ.get("DRAGUARD_KEEP_LOGS") == "1":  # the node agents' and drivers' logs too
+                self.log(f"kept the nodes' files (DRAGUARD_KEEP_LOGS=1): {h.node_root}")
+            else:
+                shutil.rmtree(h.node_root, ignore_errors=True)
         if cluster is not None:
             # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
             cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
@@ -549,6 +553,22 @@ class Runner:
 
     # -- judging ---------------------------------------------------------------------------------
     def _driver_state(self, node: str) -> NodeDriverState:
+        """One node's driver books and CDI specs; read again only when the checkpoint or the CDI
+        folder changed on disk (judged every second, at 500 nodes)."""
+        from ..driver.state import checkpoint_path
+
+        h = self._h()
+        root = h.drivers[node].root
+        cdi_dir = h.drivers[node].node_root / node / "cdi"
+        key = (_stamp(checkpoint_path(root, node, h.driver_name)), _stamp(cdi_dir))
+        cached = self._driver_states.get(node)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        state = self._read_driver_state(node)
+        self._driver_states[node] = (key, state)
+        return state
+
+    def _read_driver_state(self, node: str) -> NodeDriverState:
         from ..driver.state import read_checkpoint
 
         h = self._h()
@@ -579,8 +599,9 @@ class Runner:
         return out
 
     def snapshot(self, drivers_state: bool = True) -> Snapshot:
-        """What the invariants judge; ``drivers_state=False`` skips reading every node's checkpoint
-        (none of the continuous invariants needs it, and at 500 nodes it is 500 files a round)."""
+        """What the invariants judge. The drivers' books are always there (no-double-allocation reads
+        them while the run goes on: a device prepared for two claims may last only seconds; each node
+        is read again only when its files changed); ``drivers_state=False`` skips the GPU probe."""
         h = self._h()
         grace = self.scenario.timing.gang_grace.total_seconds()
         gangs = tuple(
@@ -588,7 +609,7 @@ class Runner:
                  min_count=w.min_count, grace=grace)
             for w in self.scenario.workloads
         )
-        drivers = tuple(self._driver_state(n) for n in h.drivers) if drivers_state else ()
+        drivers = tuple(self._driver_state(n) for n in h.drivers)
         truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
         return Snapshot(
@@ -761,6 +782,15 @@ def evidence_matches(rule: EvidenceRule, v: Evidence, namespace: str) -> bool:
                                            for d in devices):
         return False
     return True
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """(mtime in ns, size) of ``path``; None when it does not exist."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _start(proc: Any) -> HarnessError | None:
