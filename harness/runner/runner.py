@@ -466,7 +466,16 @@ class Runner:
     def _settle(self) -> None:
         h = self._h()
         timeout = self.scenario.settle.timeout.total_seconds()
+        deadline = time.monotonic() + timeout
         quiet = h.observer.wait_quiet(quiet=min(4.0, timeout), timeout=timeout)
+        # Quiet is not settled while expected progress has not come yet: a kubelet retries a failed
+        # prepare only after its back-off (about 10 s), longer than the quiet period. Wait for it,
+        # within the same settle timeout, then for quiet again.
+        wanted = self.scenario.expect.progress
+        while wanted and len(self._progress_seen) < len(wanted) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            if len(self._progress_seen) == len(wanted):
+                quiet = h.observer.wait_quiet(quiet=min(4.0, timeout), timeout=max(0.0, deadline - time.monotonic()))
         self._settled = True
         self.log("settled" if quiet else f"settle timeout ({timeout:.0f}s) reached while still changing")
         self._judge(judged("continuously", "at-settle"))
