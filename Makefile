@@ -37,4 +37,6 @@ test: binaries browser
 	$(BIN)/python -m draguard.harness.grpcapi.regen --check
 	$(BIN)/lint-imports
 	./.ci/typecheck
-	$(BIN)/pytest
+	# Two workers, each test file on one of them (the scenario library's file runs on one worker, so
+	# its CI report covers every scenario); cluster tests start their own control planes.
+	$(BIN)/pytest -n 2 --dist loadfile
