@@ -17,9 +17,10 @@ from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-SLICE_WIPE = pytest.mark.xfail(strict=True, reason=(
+SLICE_WIPE = pytest.mark.xfail(strict=False, reason=(
     "a restarted kubelet wipes its node's ResourceSlices until the driver republishes (within 2 s), and the "
-    "continuous topology invariant sees the gap (docs/kubelet-differential.md)"))
+    "continuous topology invariant sees the gap when a judging round falls in it: most runs, not all "
+    "(docs/kubelet-differential.md)"))
 ON_KUBELET = [
     pytest.param("node-agent-restart", marks=SLICE_WIPE), pytest.param("node-loss-returns", marks=SLICE_WIPE), "prepare-failure-retry", "interposed-prepare-failure",
     "drain-node-unprepare-failure", "driver-restart-mid-gang", "evict-during-prepare", "force-delete-driver-down",
