@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -515,6 +516,16 @@ def _env_name(s: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", s.upper())
 
 
+DEVICE_MAJOR = 195
+"""The character-device major number NVIDIA's GPUs use (``/dev/nvidia<minor>``)."""
+
+
+def _minor(device: str) -> int:
+    """A stable minor number per device: its trailing index (``gpu-3`` -> 3), else a hash below 256."""
+    digits = re.search(r"(\d+)$", device)
+    return int(digits.group(1)) % 256 if digits else zlib.crc32(device.encode()) % 256
+
+
 def claim_spec(driver: str, claim_uid: str, devices: Sequence[ClaimDevice]) -> dict[str, Any]:
     """The spec of one claim: kind ``<driver>/gpu``, one device per prepared device.
 
@@ -538,6 +549,10 @@ def claim_spec(driver: str, claim_uid: str, devices: Sequence[ClaimDevice]) -> d
             ]
         }
         if d.dev_path:
-            edits["deviceNodes"] = [{"path": f"/dev/draguard/{d.device}", "hostPath": d.dev_path, "permissions": "rw"}]
+            # The fake node's device file is a plain file, not a device node: the spec states the node
+            # fully (a character device with NVIDIA's major number and a minor per device), so that a
+            # real CDI library (containerd's, the hollow kubelet's) does not need to stat the host path.
+            edits["deviceNodes"] = [{"path": f"/dev/draguard/{d.device}", "hostPath": d.dev_path, "type": "c",
+                                     "major": DEVICE_MAJOR, "minor": _minor(d.device), "permissions": "rw"}]
         out["devices"].append({"name": f"{claim_uid}-{d.device}", "containerEdits": edits})
     return out
