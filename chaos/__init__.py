@@ -15,6 +15,7 @@ from __future__ import annotations
 from draguard.chaos import (  # noqa: F401  (each module registers itself)
     arrive,
     component_restart,
+    device_failure,
     device_taint,
     drain_node,
     driver_crash,

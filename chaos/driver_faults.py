@@ -1,7 +1,8 @@
 """Faults the fake driver simulates in its hardware and RPCs: reset, prepare and unprepare failures.
 
 ``reset-failure``: the device reset after unprepare fails (N times or for good) — with the
-forget-before-reset bug this orphans the device. ``prepare-failure`` / ``prepare-hang`` /
+forget-before-reset bug this orphans the device. ``reset-slow``: resets take longer (a driver that
+holds its lock across the reset stalls every other call meanwhile). ``prepare-failure`` / ``prepare-hang`` /
 ``unprepare-failure``: NodePrepareResources / NodeUnprepareResources fail or hang. They are switched
 on in the fake driver of each targeted node through ``ctx.fake_driver(node).set_fault``, which
 journals the previous fault file to restore.
@@ -38,7 +39,7 @@ class HangParams(Params):
     """How many calls hang; omit for every call."""
 
 
-def _count(params: CountParams | HangParams) -> dict[str, Any]:
+def _count(params: CountParams | HangParams | SlowParams) -> dict[str, Any]:
     return {"count": params.count} if params.count else {}
 
 
@@ -82,3 +83,17 @@ def unprepare_failure(ctx: StepContext, params: CountParams | None) -> None:
                      count=params.count)
     if not ctx.inject_rpc_fault(rule):
         _apply(ctx, "unprepare_fail", {"claims": "all", **_count(params)}, params.count is None)
+
+
+class SlowParams(Params):
+    seconds: float = Field(default=20.0, gt=0, le=600)
+    """How much longer each device reset takes."""
+    count: int | None = Field(default=None, ge=1, le=1_000_000)
+    """How many resets are slow; omit for every reset (until the cleanup phase)."""
+
+
+@FAULTS.register("reset-slow", summary="device resets take longer on the targeted nodes (a drain, a slow GPU reset)",
+                 params=SlowParams, needs=("fake-driver",))
+def reset_slow(ctx: StepContext, params: SlowParams | None) -> None:
+    params = params or SlowParams()
+    _apply(ctx, "reset_slow", {"seconds": params.seconds, **_count(params)}, params.count is None)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 import draguard.chaos  # noqa: F401  (fault kinds: the runner-based benchmarks validate scenarios)
 from draguard.harness.bench import BENCHMARKS, run_benchmarks
+from draguard.reports.console import print_bench
 
 __all__ = ["command"]
 
@@ -32,23 +32,5 @@ def command(names: tuple[str, ...], repeat: int, output_dir: str, nodes: int | N
              "count": nodes}  # fmt: skip
     results = run_benchmarks(list(names) or list(BENCHMARKS), repeat, Path(output_dir), lambda m: err.log(m, highlight=False),
                              sizes)  # fmt: skip
-    table = Table(title="draguard bench (medians)")
-    for col in ("benchmark", "median", "unit", "detail"):
-        table.add_column(col)
-    for name, r in results.items():
-        if name == "watch-decode":
-            table.add_row(name, f"{r['plain_median']} vs {r['typed_median']}", r["unit"],
-                          f"typed models {r['ratio_typed_over_plain']}x slower than plain JSON")
-        elif name == "dra-throughput":
-            table.add_row(name, str(r["median"]), "pods/s scheduled",
-                          f"{r['nodes']} nodes, {r['pods']} pods; upstream threshold {r['upstream_threshold_pods_per_s']} "
-                          f"(at 500 nodes); control plane alone {r['control_plane_raised_limits_median']} "
-                          f"(upstream client limits: {r['control_plane_default_limits_median']}); "
-                          f"draguard/alone {r['draguard_over_control_plane_median']}; Running/s "
-                          f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
-                          f"machine, peak {r['harness_peak_rss_mib_median']} MiB")
-        else:
-            detail = f"target {r['target']}: {'met' if r['met'] else 'NOT met'}" if "target" in r else ""
-            table.add_row(name, str(r["median"]), r["unit"], detail)
-    err.print(table)
+    print_bench(results, err)
     click.echo(str(Path(output_dir).resolve()))

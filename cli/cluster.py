@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster.local import (
@@ -22,6 +21,7 @@ from draguard.harness.cluster.local import (
     list_clusters,
 )
 from draguard.harness.errors import UsageError
+from draguard.reports.console import print_allocation_check, print_cluster_status
 
 __all__ = ["command"]
 
@@ -119,23 +119,13 @@ def status(name: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"name": name, "kubeconfig": str(cluster.kubeconfig), "components": st}, indent=2))
     else:
-        table = Table(title=f"cluster {name}")
-        for col in ("component", "pid", "alive", "ready", "restarts"):
-            table.add_column(col)
-        for component in COMPONENT_ORDER:
-            s = st[component]
-            table.add_row(component, str(s["pid"]), _yes(s["alive"]), _yes(s["ready"]), str(s["restarts"]))
-        Console().print(table)
+        print_cluster_status(name, st, COMPONENT_ORDER)
     if not all(s["ready"] for s in st.values()):
         sys.exit(1)
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _yes(v: bool) -> str:
-    return "[green]yes[/green]" if v else "[red]no[/red]"
 
 
 @command.command("kubeconfig")
@@ -192,11 +182,4 @@ def check(name: str, kubeconfig: str | None, report_dir: str) -> None:
 
 
 def print_check(result: Any) -> None:
-    table = Table(title="DRA allocation check")
-    table.add_column("step")
-    table.add_column("ok")
-    table.add_column("detail")
-    for step, ok, detail in result.steps:
-        table.add_row(step, _yes(ok), detail)
-    _err.print(table)
-    _err.print(("[green]PASS[/green]" if result.ok else "[red]FAIL[/red]") + f" in {result.seconds:.1f}s")
+    print_allocation_check(result.steps, result.ok, result.seconds, _err)

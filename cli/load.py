@@ -21,6 +21,7 @@ from draguard.harness.errors import UsageError
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.load.engine import KINDS, LoadConfig, run_load
 from draguard.harness.scenario.model import parse_duration
+from draguard.reports.console import print_load
 
 __all__ = ["command"]
 
@@ -107,7 +108,7 @@ def command(cluster_name: str | None, kubeconfig: Path | None, context: str | No
     finally:
         if own_namespace:
             kube.delete("Namespace", str(namespace))
-    _print(result.summary)
+    print_load(result.summary)
     click.echo(str(report_dir / "summary.json"))
     return 0 if result.ok and not _failed(result.summary) else 1
 
@@ -117,26 +118,3 @@ def _failed(summary: dict[str, object]) -> bool:
     assert isinstance(locust, dict)
     return any(e.get("failures") for e in locust.get("entries", []))
 
-
-def _print(summary: dict[str, object]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    locust = summary.get("locust") or {}
-    assert isinstance(locust, dict)
-    table = Table(title=f"target {summary['target_rate']}/s, achieved {summary['achieved_rate']}/s"
-                  + (" — FELL BEHIND" if summary["fell_behind"] else ""))  # fmt: skip
-    for col in ("kind", "phase", "count", "failures", "p50 ms", "p90 ms", "p99 ms", "max ms"):
-        table.add_column(col, justify="right" if col not in ("kind", "phase") else "left")
-    for e in locust.get("entries", []):
-        table.add_row(e["kind"], e["name"], str(e["count"]), str(e["failures"]), f"{e['p50_ms']:.0f}",
-                      f"{e['p90_ms']:.0f}", f"{e['p99_ms']:.0f}", f"{e['max_ms']:.0f}")  # fmt: skip
-    console = Console(stderr=True)
-    console.print(table)
-    invariants = summary.get("invariants") or {}
-    assert isinstance(invariants, dict)
-    for name in summary.get("checked", []):  # type: ignore[attr-defined]
-        found = invariants.get(name) or []
-        console.print(f"{name}: {'VIOLATED' if found else 'held'}" + (f" ({found[0]})" if found else ""))
-    if summary.get("error"):
-        console.print(f"error: {summary['error']}")

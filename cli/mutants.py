@@ -28,7 +28,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
 from draguard.harness.driver.mutants import MUTANTS
@@ -36,7 +35,8 @@ from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.killmatrix import CORRECT, Cell, KillMatrix, plan, run_cell
 from draguard.harness.scenario.loader import load_scenario, load_scenarios
 from draguard.harness.scenario.types import Scenario
-from draguard.reports.kill_matrix import cell_mark, render_markdown
+from draguard.reports.console import print_kill_matrix
+from draguard.reports.kill_matrix import render_markdown
 
 __all__ = ["command", "library_dir", "resolve_scenarios", "resolve_mutants", "measure", "measure_cells"]
 
@@ -160,25 +160,6 @@ def _load(paths: tuple[str, ...]) -> KillMatrix:
     return merged
 
 
-def print_matrix(matrix: KillMatrix) -> None:
-    mutants = [m for m in matrix.mutants if m != CORRECT]
-    table = Table(title="draguard kill matrix")
-    table.add_column("scenario")
-    for m in ["correct", *mutants]:
-        table.add_column(m)
-    for sc in matrix.scenarios:
-        table.add_row(sc, *[cell_mark(matrix.cell(m, sc)) for m in [CORRECT, *mutants]])
-    Console().print(table)
-    for m in mutants:
-        caught = matrix.caught_by(m)
-        line = "; ".join(f"{c.scenario} ({cell_mark(c)})" for c in caught) if caught else "SURVIVED"
-        click.echo(f"{m}: {line}")
-    for c in matrix.false_positives():
-        click.echo(f"FALSE POSITIVE: the correct driver failed {c.scenario}: {'; '.join(c.evidence)}")
-    for c in matrix.errors():
-        click.echo(f"ERROR: {c.mutant} × {c.scenario}: {c.error}")
-
-
 def write(matrix: KillMatrix, out: Path, doc: Path | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "kill-matrix.json").write_text(json.dumps(matrix.as_dict(), indent=1) + "\n")
@@ -207,7 +188,7 @@ def command(scenarios: tuple[str, ...], mutants: tuple[str, ...], report_dir: st
     """Run scenarios against the correct driver and each mutant; print and write the kill matrix."""
     if from_json:
         matrix = _load(from_json)
-        print_matrix(matrix)
+        print_kill_matrix(matrix)
         if doc:
             Path(doc).write_text(render_markdown(matrix, DOC_JSON))
             click.echo(f"doc: {Path(doc).resolve()}")
@@ -229,6 +210,6 @@ def command(scenarios: tuple[str, ...], mutants: tuple[str, ...], report_dir: st
 
     matrix = measure(loaded, chosen, out, parallel, bin_dir, progress)
     matrix.command = "draguard mutants " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    print_matrix(matrix)
+    print_kill_matrix(matrix)
     write(matrix, out, Path(doc) if doc else None)
     sys.exit(EXIT_OK if matrix.ok else EXIT_FAILED)

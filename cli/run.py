@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
 from draguard import reports
@@ -22,6 +21,7 @@ from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenarios
 from draguard.harness.scenario.types import Scenario
+from draguard.reports.console import print_plan, print_rates
 from draguard.reports.terminal import RunProgress, print_paths
 
 __all__ = ["COMMANDS", "run_scenarios", "REPORT_OPTION"]
@@ -106,52 +106,9 @@ def run_repeated(sc: Scenario, times: int, out: Path, **options: Any) -> bool:
         results.extend(run_result.scenarios)
     r = rates(results)
     (out / sc.name / "repeat.json").write_text(json.dumps(r.as_dict(), indent=2) + "\n")
-    table = Table(title=f"{sc.name}: verdicts over {times} runs ({r.met} met every expectation)")
-    for col in ("invariant", "expected", "verdicts", ""):
-        table.add_column(col)
-    for name, counts in r.invariants.items():
-        verdicts = ", ".join(f"{status} {n}/{times}" for status, n in counts.most_common())
-        table.add_row(name, r.expected.get(name) or "-", verdicts, "[yellow]flaky[/yellow]" if r.flaky(name) else "")
-    for name, counts in r.steps.items():
-        table.add_row(f"step {name}", "ok", ", ".join(f"{s} {n}/{times}" for s, n in counts.most_common()),
-                      "[yellow]flaky[/yellow]" if len(counts) > 1 else "")
-    _err.print(table)
+    print_rates(r, _err)
     click.echo(f"rates: {(out / sc.name / 'repeat.json').resolve()}")
     return r.met == times
-
-
-def print_plan(sc: Scenario, seed: int | None) -> None:
-    from draguard.harness.runner import deploy
-
-    console = Console()
-    console.print(f"[bold]{sc.name}[/bold] ({sc.source}) seed={seed if seed is not None else sc.seed}")
-    console.print(f"  cluster: {sc.cluster.backend} feature gates {dict(sc.cluster.feature_gates) or '{}'}")
-    console.print(f"  driver: {sc.driver.kind} {sc.driver.name}" + (f" mutant={sc.driver.mutant}" if sc.driver.mutant else ""))
-    for n in sc.nodes:
-        t = n.topology
-        what = (t.preset or f"{t.gpus} GPUs" if t and (t.preset or t.gpus) else f"{len(t.devices)} devices" if t else "-")
-        console.print(f"  node {n.name}: {what}")
-    for dc in sc.device_classes:
-        console.print(f"  create DeviceClass {dc.name}")
-    for w in sc.workloads:
-        for obj in deploy.claim_objects(w, "<namespace>", "<run>"):
-            console.print(f"  create {obj['kind']} {obj['metadata']['name']}")
-        if w.gang == "podgroup":
-            console.print(f"  create PodGroup {w.name} (minCount {w.min_count})")
-    deferred = deploy.deferred_workloads(sc)
-    order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc) if w.name not in deferred]
-    console.print(f"  create pods in order: {', '.join(order)}")
-    for name in sorted(deferred):
-        by = next(s for s in sc.timeline if getattr(s.params, "workload", None) == name)
-        console.print(f"  hold back workload {name} until step {by.name} ({by.fault})")
-    for step in sc.timeline:
-        when = (f"at {step.at.total_seconds():g}s" if step.at is not None
-                else f"{step.after.delay.total_seconds():g}s after step {step.after.step} started"
-                if step.after is not None else f"when {step.when}")
-        target = step.target
-        console.print(f"  step {step.name}: {step.fault} {when} target={target if target else 'default'} "
-                      f"(random choices drawn with seed {seed if seed is not None else sc.seed}:{step.index})")
-    console.print(f"  expect hold={list(sc.expect.hold)} violate={list(sc.expect.violate)}")
 
 
 @click.command("cleanup")

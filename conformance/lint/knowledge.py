@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +30,16 @@ class DriverInfo:
     """Domain -> attribute names its devices can carry (None: any name in that domain)."""
     capacity: frozenset[str]
     shared_types: frozenset[str]
+    types: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """``type`` attribute value -> the attributes (in the driver's own domain) of that kind of device."""
 
-    def published(self) -> str:
-        """The attributes its devices publish, by domain: ``gpu.nvidia.com/{type, uuid}, resource.kubernetes.io/{pcieRoot}``."""
+    def published(self, device_type: str | None = None) -> str:
+        """The attributes its devices (of ``device_type``, when the driver splits them by type) publish,
+        by domain: ``gpu.nvidia.com/{type, uuid}, resource.kubernetes.io/{pcieRoot}``."""
         parts = []
         for domain, names in self.attributes.items():
+            if domain == self.name and device_type is not None and device_type in self.types:
+                names = self.types[device_type]
             parts.append(f"{domain}/*" if names is None else f"{domain}/{{{', '.join(sorted(names))}}}")
         return ", ".join(parts)
 
@@ -53,6 +58,8 @@ class Knowledge:
     drivers: Mapping[str, DriverInfo]
     class_drivers: Mapping[str, str]
     shared_classes: frozenset[str]
+    class_types: Mapping[str, str]
+    """Well-known class name -> the ``type`` of device its selector picks."""
     interconnect_attributes: frozenset[str]
     topology_words: tuple[str, ...]
     accelerator_resources: tuple[str, ...]
@@ -89,12 +96,14 @@ def knowledge() -> Knowledge:
             attributes,
             frozenset(info.get("capacity") or []),
             frozenset(info.get("sharedTypes") or []),
+            {t: frozenset(names) for t, names in (info.get("types") or {}).items()},
         )
     classes = data["classes"]
     return Knowledge(
         standard_domain=data["standardDomain"],
         drivers=drivers,
         class_drivers={name: c["driver"] for name, c in classes.items()},
+        class_types={name: c["type"] for name, c in classes.items() if c.get("type")},
         shared_classes=frozenset(name for name, c in classes.items() if c.get("shared")),
         interconnect_attributes=frozenset(data["interconnectAttributes"]),
         topology_words=tuple(w.lower() for w in data["topologyWords"]),

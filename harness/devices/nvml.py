@@ -34,6 +34,8 @@ class FakeNvml:
     def __init__(self, truth: DeviceTruth, reset_fails: Callable[[str], bool] | None = None) -> None:
         self.truth = truth
         self.reset_fails = reset_fails or (lambda device: False)
+        self._health: dict[str, str] = {}
+        self._health_stamp: tuple[int, int] | None = None
 
     def install(self, devices: Sequence[InstalledDevice]) -> None:
         """Make sure the devices exist (a driver started without the runner: the machine is as found)."""
@@ -42,6 +44,20 @@ class FakeNvml:
     def device_paths(self) -> dict[str, str]:
         """Device name -> its device node on the host (what a CDI spec hands to a container)."""
         return {n: d.dev_path for n, d in self.truth.read().devices.items()}
+
+    def unhealthy(self) -> dict[str, str]:
+        """Devices the hardware reports unhealthy, with its message (what a health check polls every
+        second; the truth file is read again only when it changed)."""
+        try:
+            st = self.truth.path.stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp is None or stamp != self._health_stamp:
+            self._health = {n: d.health_message or "unhealthy" for n, d in self.truth.read().devices.items()
+                            if d.health == "unhealthy"}  # fmt: skip
+            self._health_stamp = stamp
+        return dict(self._health)
 
     def reset(self, device: str) -> None:
         """Reset and drain ``device``; NvmlError when it is in use or the reset fails."""

@@ -65,7 +65,7 @@ IncidentKind = Literal[
     "shared-without-sharing",  # containers of two claims on one device that allows no sharing
     "reset-in-use",  # a reset was attempted while containers ran on the device
     "container-failed",  # a container could not be created (its CDI devices did not resolve)
-    "unhealthy-in-use",  # a container started on a device whose last reset failed
+    "unhealthy-in-use",  # a container started on a device whose last reset failed, or that is unhealthy
     "unshared-pods",  # containers of several pods on one device with no sharing set up on it
 ]
 
@@ -327,6 +327,16 @@ class DeviceTruth:
                     draft.put(DeviceRecord(d.name, d.uuid, d.kind, d.parent, d.memory_bytes, d.allow_multiple,
                                            str(dev.absolute())))  # fmt: skip
 
+    def set_health(self, device: str, message: str | None) -> None:
+        """The hardware fails ``device`` (an XID error, a GPU fallen off the bus: ``message``) or, with
+        None, it is repaired. What a driver's health check sees through NVML; its reset state is kept."""
+
+        def change(draft: _Draft) -> None:
+            rec = draft.get(device)
+            draft.put(_replace(rec, health="unhealthy" if message else "healthy", health_message=message or ""))
+
+        self.update(change)
+
     # -- the container runtime's side (the fake node agent) ---------------------------------------
     def start_container(
         self, container_id: str, pod: str, claims: Sequence[str], devices: Sequence[str]
@@ -363,6 +373,10 @@ class DeviceTruth:
                     draft.incident("unhealthy-in-use", name,
                                    f"container {container_id} of pod {pod} started on {name}, whose last reset failed "
                                    f"({rec.reset_error})", claims_t, pod)  # fmt: skip
+                elif rec.health == "unhealthy":
+                    draft.incident("unhealthy-in-use", name,
+                                   f"container {container_id} of pod {pod} started on {name}, which the hardware "
+                                   f"reports unhealthy ({rec.health_message})", claims_t, pod)  # fmt: skip
                 memory = rec.memory_total // 8 if rec.memory_total else 0
                 container = ContainerRecord(container_id, pod, claims_t, _pid(container_id, name), memory)
                 draft.put(_replace(rec, containers=rec.containers + (container,),

@@ -521,7 +521,8 @@ class FakeDriver:
     def health(self) -> list[DeviceHealth]:
         if self.mutant.silent_health:  # see mutants.SilentHealth: the health check is blind
             return [DeviceHealth(d.name, True) for d in self.inventory.devices]
-        unhealthy = self.faults.unhealthy()
+        # What the hardware says (NVML over the node's device truth), then the fault file's declarations.
+        unhealthy = {**self.nvml.unhealthy(), **self.faults.unhealthy()}
         with self._lock:
             states = {n: r for n, r in self.cp.devices.items()}
         out = []

@@ -245,6 +245,23 @@ class StepContext:
             )
         return FakeDriverControl(self, proc)
 
+    def fail_device(self, node: str, device: str, message: str) -> None:
+        """The hardware of a fake node fails ``device`` (its device truth turns unhealthy, as NVML would
+        report after an XID error); repaired at the start of cleanup. A driver learns of it only through
+        its own health check."""
+        from ..devices.truth import DeviceTruth
+
+        if node not in self._run.drivers:
+            raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs a fake node's device truth; "
+                             f"node {node} has none (an external driver on a real node)")  # fmt: skip
+        truth = DeviceTruth(self._run.node_root, node)
+        if device not in truth.read().devices:
+            raise UsageError(f"step {self.step.name}: node {node} has no device {device}; it has "
+                             f"{', '.join(sorted(truth.read().devices)) or 'none'}")  # fmt: skip
+        self.before(UndoAction("none", {"why": "the device truth lives under the run's node root, removed at teardown"}))
+        truth.set_health(device, message)
+        self.on_undo(functools.partial(truth.set_health, device, None), until_cleanup=True)
+
     @property
     def has_interposer(self) -> bool:
         return self._run.rpc_faults is not None

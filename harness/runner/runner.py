@@ -695,10 +695,7 @@ class Runner:
                 self.result.error = f"invariant {name} could not be judged (the run stopped early)"
         self._finish_steps()
         for p in exp.progress:
-            at = self._progress_seen.get(p)
-            self.result.expectation_results.append(ExpectationResult(
-                "progress", p.describe(), at is not None,
-                f"reached at {at:.1f}s" if at is not None else "never reached during the run"))
+            self.result.expectation_results.append(self._progress_result(p))
         for rule in exp.evidence:
             found = self.result.invariants[rule.invariant].violations
             match = next((v for v in found if evidence_matches(rule, v, self._namespace())), None)
@@ -710,6 +707,25 @@ class Runner:
             self.result.timeline = TimelineEvents(tuple(self.timeline.events()))
         # The runner writes no report files: renderers (draguard.reports) take the result from here.
         self._spool.unlink(missing_ok=True)
+
+    def _progress_result(self, p: Progress) -> ExpectationResult:
+        """Whether progress ``p`` came, and in time when it names a ``within``."""
+        at = self._progress_seen.get(p)
+        if at is None:
+            return ExpectationResult("progress", p.describe(), False, "never reached during the run")
+        if p.within is None:
+            return ExpectationResult("progress", p.describe(), True, f"reached at {at:.1f}s")
+        start = 0.0
+        if p.after is not None:
+            run = self._player.runs.get(p.after) if self._player is not None else None
+            if run is None or run.ran is None:
+                return ExpectationResult("progress", p.describe(), False,
+                                         f"reached at {at:.1f}s, but step {p.after} never ran to start the clock")
+            start = run.ran
+        took = at - start
+        since = f"step {p.after} ran" if p.after else "the start"
+        return ExpectationResult("progress", p.describe(), took <= p.within,
+                                 f"reached {took:.1f}s after {since} (at {at:.1f}s); allowed {p.within:g}s")
 
     def _finish_steps(self) -> None:
         runs = self._player.runs if self._player is not None else {}

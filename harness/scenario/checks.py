@@ -485,10 +485,18 @@ class _Checker:
             node = _str(item.get("node"))
             if node is not None and self.node_names and node not in self.node_names:
                 self.add(path + ("node",), self._unknown("node", node, self.node_names))
+        steps = [(_str(_dict(st).get("name")) or f"{i}-{_dict(st).get('fault')}")
+                 for i, st in enumerate(_list(self.spec.get("timeline")))]  # fmt: skip
         for i, raw in enumerate(_list(expect.get("progress"))):
             item = _dict(raw)
             path = ("spec", "expect", "progress", i)
             count = _int(item.get("count"))
+            after = _str(item.get("after"))
+            if after is not None:
+                if item.get("within") is None:
+                    self.add(path + ("after",), "'after' starts the clock of 'within'; give 'within' too", on_key=True)
+                if after not in steps:
+                    self.add(path + ("after",), self._unknown("step", after, steps))
             for j, name in enumerate(_list(item.get("workloads"))):
                 if not isinstance(name, str):
                     continue

@@ -193,7 +193,9 @@ def to_scenario(
             violate=violate,
             evidence=tuple(t.EvidenceRule(e.invariant, e.workload, e.member, e.claim, e.node, e.device)
                            for e in s.expect.evidence),
-            progress=tuple(t.Progress(tuple(p.workloads), p.phase, p.count, p.need) for p in s.expect.progress),
+            progress=tuple(t.Progress(tuple(p.workloads), p.phase, p.count, p.need,
+                                      p.within.total_seconds() if p.within is not None else None, p.after)
+                           for p in s.expect.progress),
         ),
         timing=t.Timing(s.timing.step_tolerance, s.timing.condition_timeout, s.timing.gang_grace),
     )

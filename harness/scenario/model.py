@@ -585,6 +585,11 @@ class ProgressSpec(_Model):
     """How many members of each (default: all replicas)."""
     need: Literal["all", "any"] = "all"
     """Whether every listed workload must get there, or any one of them (the winner of a race)."""
+    within: PositiveDuration | None = None
+    """How soon it must happen: counted from when step ``after`` ran, or from the start of the timeline
+    (a prepare stalled behind another claim's reset is late, not missing)."""
+    after: DnsLabel | None = None
+    """The step (by name) the ``within`` clock starts at; needs ``within``."""
 
 
 class ExpectSpec(_Model):

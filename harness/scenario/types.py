@@ -366,10 +366,15 @@ class Progress:
     phase: PodPhase
     count: int | None
     need: Literal["all", "any"]
+    within: float | None = None
+    """Seconds after step ``after`` ran (or the timeline started) by which it must happen; None: any time."""
+    after: str | None = None
 
     def describe(self) -> str:
         who = " and ".join(self.workloads) if self.need == "all" else " or ".join(self.workloads)
-        return f"{who}: {self.count or 'all'} pod(s) {self.phase}"
+        when = "" if self.within is None else f" within {self.within:g}s of " + (
+            f"step {self.after}" if self.after else "the start")
+        return f"{who}: {self.count or 'all'} pod(s) {self.phase}{when}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,19 @@ def test_a_failed_reset_leaves_the_device_failed_and_unhealthy(tmp_path: Path) -
     assert (t.read().devices["gpu-0"].reset, t.read().devices["gpu-0"].health) == ("clean", "healthy")
 
 
+def test_a_failed_device_is_what_nvml_reports_and_a_container_on_it_is_an_incident(tmp_path: Path) -> None:
+    t = _truth(tmp_path, "gpu-0", "gpu-1")
+    nvml = FakeNvml(t)
+    assert nvml.unhealthy() == {}
+    t.set_health("gpu-0", "Xid 79: GPU has fallen off the bus")
+    assert nvml.unhealthy() == {"gpu-0": "Xid 79: GPU has fallen off the bus"}
+    assert t.start_container("pod-b/main", "ns/b", ["claim-b"], ["gpu-1"]) == []
+    [incident] = t.start_container("pod-a/main", "ns/a", ["claim-a"], ["gpu-0"])
+    assert incident.kind == "unhealthy-in-use" and "which the hardware reports unhealthy (Xid 79" in incident.message
+    t.set_health("gpu-0", None)
+    assert nvml.unhealthy() == {} and t.read().devices["gpu-0"].reset == "dirty", "a repair keeps the reset state"
+
+
 def test_the_hardware_records_a_dirty_handoff_two_claims_at_once_and_unshared_pods(tmp_path: Path) -> None:
     t = _truth(tmp_path, "gpu-0", "gpu-1")
     t.start_container("pod-a/main", "ns/a", ["claim-a"], ["gpu-0"])

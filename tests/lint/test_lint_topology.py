@@ -105,3 +105,21 @@ def test_cel_attribute_lists_what_the_driver_publishes() -> None:
     for name in ("nvlinkDomain", "numaNode", "uuid"):
         assert name in info.published()
     assert "resource.kubernetes.io/{pciBusID, pcieRoot}" in info.published()
+
+
+def test_cel_attribute_lists_what_devices_of_the_picked_type_publish(tmp_path: Path) -> None:
+    """NVIDIA's driver publishes full GPUs, MIG devices and VFIO devices with different attributes: the
+    message lists those of the type the class or the selector picks, so the fix is one look away."""
+    path = tmp_path / "mig.yaml"
+    path.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: slice}\nspec:\n  spec:\n"
+        "    devices:\n      requests:\n        - name: mig\n          exactly:\n"
+        "            deviceClassName: mig.nvidia.com\n            selectors:\n"
+        "              - cel: {expression: 'device.attributes[\"gpu.nvidia.com\"].clockMHz > 1000'}\n"
+    )
+    [finding] = [f for f in lint([path]).findings if f.rule == "cel-attribute"]
+    info = knowledge().drivers["gpu.nvidia.com"]
+    assert f"gpu.nvidia.com mig devices publish the attributes {info.published('mig')}" in finding.message
+    assert "parentUUID" in info.published("mig") and "deviceID" not in info.published("mig")
+    assert "deviceID" in info.published("vfio") and "profile" not in info.published("gpu")
+    assert "deviceID" in info.published(), "without a type: every attribute the driver publishes"

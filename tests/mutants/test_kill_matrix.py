@@ -35,8 +35,6 @@ LIBRARY = ROOT / "scenarios"
 KNOWN_SURVIVORS = {
     "batch-abort-on-error": "shows only as healthy claims stranded behind a failing one in one call; no library "
     "scenario batches a failing and a healthy claim (the contract suite's batch check catches it)",
-    "lock-across-reset": "shows only as prepares delayed behind a slow reset; no library scenario times a prepare "
-    "against a slow reset (the contract suite's concurrency check catches it)",
     "silent-health": "needs a scenario that fails a device's health in the device truth and expects the driver to "
     "report it (the contract suite's health check catches it)",
 }
@@ -62,12 +60,15 @@ def test_the_matrix_covers_every_mutant_and_the_correct_driver_passed_everything
 
 
 def _named_catches(m: KillMatrix, mutant: str) -> list[tuple[Cell, str]]:
-    """(cell, invariant) where ``mutant`` was caught by an invariant the scenario's ``expect`` names."""
+    """(cell, what) where ``mutant`` was caught by an invariant the scenario's ``expect`` names, or
+    (``progress``) by the progress its ``expect`` asks for not coming (in time)."""
     out = []
     for cell in m.caught_by(mutant):
         sc = load_scenario(LIBRARY / f"{cell.scenario}.yaml")
         named = set(sc.expect.hold) | set(sc.expect.violate)
         out += [(cell, inv) for inv in cell.invariants if inv in named]
+        if sc.expect.progress and "expect:progress" in cell.detectors:
+            out.append((cell, "progress"))
     return out
 
 
@@ -124,7 +125,8 @@ def reruns(tmp_path_factory: pytest.TempPathFactory) -> KillMatrix:
 def test_the_mutant_is_caught_again_as_the_doc_says(reruns: KillMatrix, mutant: str, scenario: str, invariant: str) -> None:
     cell = reruns.cell(mutant, scenario)
     assert cell is not None and cell.verdict == "caught", cell
-    assert invariant in cell.invariants, (cell.detectors, cell.evidence)
+    assert (invariant in cell.invariants if invariant != "progress" else "expect:progress" in cell.detectors), (
+        cell.detectors, cell.evidence)
     correct = reruns.cell(CORRECT, scenario)
     assert correct is None or correct.verdict == "passed", correct
 

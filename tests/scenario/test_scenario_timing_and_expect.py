@@ -139,6 +139,19 @@ def test_progress_names_workloads_and_counts_they_can_reach() -> None:
                for p in found)
 
 
+def test_timed_progress_starts_its_clock_at_a_named_step() -> None:
+    sc = parse_scenario(BASE + "    progress:\n      - {workloads: [late], within: 10s, after: 2-arrive}\n", "s.yaml",
+                        faults=FAULTS)
+    [p] = sc.expect.progress
+    assert (p.within, p.after) == (10.0, "2-arrive")
+    assert p.describe() == "late: all pod(s) Running within 10s of step 2-arrive"
+    found = problems(BASE + "    progress:\n      - {workloads: [late], after: down}\n"
+                     "      - {workloads: [late], within: 5s, after: nowhere}\n")
+    assert any("spec.expect.progress[0].after: 'after' starts the clock of 'within'; give 'within' too" in p
+               for p in found), found
+    assert any("spec.expect.progress[1].after: unknown step 'nowhere'" in p for p in found), found
+
+
 def test_a_fault_declaring_an_unknown_capability_is_a_definition_error() -> None:
     registry: Registry[Any] = Registry("fault")
     with pytest.raises(DefinitionError, match="needs='gpu-cluster' is not a capability"):

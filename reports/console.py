@@ -1,0 +1,174 @@
+"""Terminal presentations other than a run's verdict (:mod:`.terminal` has that one): a scenario's
+dry-run plan, the verdict rates of a repeated scenario, a load's latency table and the kill matrix.
+
+The commands in ``cli/`` gather the data and call these; how it looks on a terminal is decided here
+and nowhere else. Tables and plans go to stderr-free ``Console()`` unless one is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from draguard.harness.killmatrix import CORRECT, KillMatrix
+from draguard.harness.repeat import Rates
+from draguard.harness.runner import deploy
+from draguard.harness.scenario.types import Scenario
+
+from .kill_matrix import cell_mark
+
+__all__ = ["print_plan", "print_rates", "print_load", "print_kill_matrix", "print_cluster_status",
+           "print_allocation_check", "print_bench"]
+
+
+def print_plan(sc: Scenario, seed: int | None, console: Console | None = None) -> None:
+    """What ``draguard run --dry-run`` shows: what would be created, in which order, and which fault
+    hits which target when (with the seed its random choices are drawn from)."""
+    console = console or Console()
+    seed = seed if seed is not None else sc.seed
+
+    def line(text: str) -> None:
+        console.print(escape(text), highlight=False)
+
+    console.print(f"[bold]{escape(sc.name)}[/bold] ({escape(str(sc.source))}) seed={seed}", highlight=False)
+    line(f"  cluster: {sc.cluster.backend} feature gates {dict(sc.cluster.feature_gates) or '{}'}")
+    line(f"  driver: {sc.driver.kind} {sc.driver.name}" + (f" mutant={sc.driver.mutant}" if sc.driver.mutant else ""))
+    for n in sc.nodes:
+        t = n.topology
+        what = (t.preset or f"{t.gpus} GPUs" if t and (t.preset or t.gpus) else f"{len(t.devices)} devices" if t else "-")
+        line(f"  node {n.name}: {what}")
+    for dc in sc.device_classes:
+        line(f"  create DeviceClass {dc.name}")
+    for w in sc.workloads:
+        for obj in deploy.claim_objects(w, "<namespace>", "<run>"):
+            line(f"  create {obj['kind']} {obj['metadata']['name']}")
+        if w.gang == "podgroup":
+            line(f"  create PodGroup {w.name} (minCount {w.min_count})")
+    deferred = deploy.deferred_workloads(sc)
+    order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc) if w.name not in deferred]
+    line(f"  create pods in order: {', '.join(order)}")
+    for name in sorted(deferred):
+        by = next(s for s in sc.timeline if getattr(s.params, "workload", None) == name)
+        line(f"  hold back workload {name} until step {by.name} ({by.fault})")
+    for step in sc.timeline:
+        when = (f"at {step.at.total_seconds():g}s" if step.at is not None
+                else f"{step.after.delay.total_seconds():g}s after step {step.after.step} started"
+                if step.after is not None else f"when {step.when}")  # fmt: skip
+        target = step.target
+        line(f"  step {step.name}: {step.fault} {when} target={target if target else 'default'} "
+             f"(random choices drawn with seed {seed}:{step.index})")  # fmt: skip
+    line(f"  expect hold={list(sc.expect.hold)} violate={list(sc.expect.violate)}")
+
+
+def print_rates(r: Rates, console: Console | None = None) -> None:
+    """The verdicts of ``draguard run --repeat N``: per invariant and step, how often each came out."""
+    console = console or Console(stderr=True)
+    table = Table(title=f"{r.scenario}: verdicts over {r.runs} runs ({r.met} met every expectation)")
+    for col in ("invariant", "expected", "verdicts", ""):
+        table.add_column(col)
+    for name, counts in r.invariants.items():
+        verdicts = ", ".join(f"{status} {n}/{r.runs}" for status, n in counts.most_common())
+        table.add_row(name, r.expected.get(name) or "-", verdicts, "[yellow]flaky[/yellow]" if r.flaky(name) else "")
+    for name, counts in r.steps.items():
+        table.add_row(f"step {name}", "ok", ", ".join(f"{s} {n}/{r.runs}" for s, n in counts.most_common()),
+                      "[yellow]flaky[/yellow]" if len(counts) > 1 else "")  # fmt: skip
+    console.print(table)
+
+
+def print_load(summary: Mapping[str, Any], console: Console | None = None) -> None:
+    """``draguard load``'s result: latency per operation kind and phase, then the invariants it judged."""
+    console = console or Console(stderr=True)
+    locust = summary.get("locust") or {}
+    table = Table(title=f"target {summary['target_rate']}/s, achieved {summary['achieved_rate']}/s"
+                  + (" — FELL BEHIND" if summary["fell_behind"] else ""))  # fmt: skip
+    for col in ("kind", "phase", "count", "failures", "p50 ms", "p90 ms", "p99 ms", "max ms"):
+        table.add_column(col, justify="right" if col not in ("kind", "phase") else "left")
+    for e in locust.get("entries", []):
+        table.add_row(e["kind"], e["name"], str(e["count"]), str(e["failures"]), f"{e['p50_ms']:.0f}",
+                      f"{e['p90_ms']:.0f}", f"{e['p99_ms']:.0f}", f"{e['max_ms']:.0f}")  # fmt: skip
+    console.print(table)
+    invariants = summary.get("invariants") or {}
+    for name in summary.get("checked", []):
+        found = invariants.get(name) or []
+        console.print(escape(f"{name}: {'VIOLATED' if found else 'held'}" + (f" ({found[0]})" if found else "")),
+                      highlight=False)  # fmt: skip
+    if summary.get("error"):
+        console.print(escape(f"error: {summary['error']}"), highlight=False)
+
+
+def print_kill_matrix(matrix: KillMatrix, console: Console | None = None) -> None:
+    """The kill matrix as a table, then per mutant where it was caught, then false positives and errors."""
+    console = console or Console()
+    mutants = [m for m in matrix.mutants if m != CORRECT]
+    table = Table(title="draguard kill matrix")
+    table.add_column("scenario")
+    for m in ["correct", *mutants]:
+        table.add_column(m)
+    for sc in matrix.scenarios:
+        table.add_row(sc, *[cell_mark(matrix.cell(m, sc)) for m in [CORRECT, *mutants]])
+    console.print(table)
+    lines = []
+    for m in mutants:
+        caught = matrix.caught_by(m)
+        lines.append(f"{m}: " + ("; ".join(f"{c.scenario} ({cell_mark(c)})" for c in caught) if caught else "SURVIVED"))
+    lines += [f"FALSE POSITIVE: the correct driver failed {c.scenario}: {'; '.join(c.evidence)}"
+              for c in matrix.false_positives()]  # fmt: skip
+    lines += [f"ERROR: {c.mutant} × {c.scenario}: {c.error}" for c in matrix.errors()]
+    for text in lines:
+        console.print(escape(text), highlight=False, soft_wrap=True)
+
+
+def _yes(ok: bool) -> str:
+    return "[green]yes[/green]" if ok else "[red]no[/red]"
+
+
+def print_cluster_status(name: str, components: Mapping[str, Mapping[str, Any]], order: Iterable[str],
+                         console: Console | None = None) -> None:  # fmt: skip
+    """``draguard cluster status``: each component's pid, liveness, readiness and restarts."""
+    table = Table(title=f"cluster {name}")
+    for col in ("component", "pid", "alive", "ready", "restarts"):
+        table.add_column(col)
+    for component in order:
+        st = components[component]
+        table.add_row(component, str(st["pid"]), _yes(bool(st["alive"])), _yes(bool(st["ready"])), str(st["restarts"]))
+    (console or Console()).print(table)
+
+
+def print_allocation_check(steps: Iterable[tuple[str, bool, str]], ok: bool, seconds: float,
+                           console: Console | None = None) -> None:  # fmt: skip
+    """``draguard cluster check``: each step of the DRA allocation check, then PASS or FAIL."""
+    console = console or Console(stderr=True)
+    table = Table(title="DRA allocation check")
+    for col in ("step", "ok", "detail"):
+        table.add_column(col)
+    for step, passed, detail in steps:
+        table.add_row(escape(step), _yes(passed), escape(detail))
+    console.print(table)
+    console.print(("[green]PASS[/green]" if ok else "[red]FAIL[/red]") + f" in {seconds:.1f}s")
+
+
+def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | None = None) -> None:
+    """``draguard bench``: the median of each benchmark, with its unit and what it means."""
+    table = Table(title="draguard bench (medians)")
+    for col in ("benchmark", "median", "unit", "detail"):
+        table.add_column(col)
+    for name, r in results.items():
+        if name == "watch-decode":
+            table.add_row(name, f"{r['plain_median']} vs {r['typed_median']}", r["unit"],
+                          f"typed models {r['ratio_typed_over_plain']}x slower than plain JSON")  # fmt: skip
+        elif name == "dra-throughput":
+            table.add_row(name, str(r["median"]), "pods/s scheduled",
+                          f"{r['nodes']} nodes, {r['pods']} pods; upstream threshold {r['upstream_threshold_pods_per_s']} "
+                          f"(at 500 nodes); control plane alone {r['control_plane_raised_limits_median']} "
+                          f"(upstream client limits: {r['control_plane_default_limits_median']}); "
+                          f"draguard/alone {r['draguard_over_control_plane_median']}; Running/s "
+                          f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
+                          f"machine, peak {r['harness_peak_rss_mib_median']} MiB")  # fmt: skip
+        else:
+            detail = f"target {r['target']}: {'met' if r['met'] else 'NOT met'}" if "target" in r else ""
+            table.add_row(name, str(r["median"]), r["unit"], detail)
+    (console or Console(stderr=True)).print(table)

@@ -1,0 +1,75 @@
+"""Terminal presentations live in draguard.reports: the dry-run plan, repeat rates, the kill matrix,
+a load's table, the cluster's tables and the benchmarks' table. No module outside reports/ builds a
+rich Table (the commands gather data and print progress lines only)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+
+import draguard.chaos  # noqa: F401  (fault kinds, for loading library scenarios)
+from draguard.harness.killmatrix import Cell, KillMatrix
+from draguard.harness.repeat import Rates
+from draguard.harness.scenario.loader import load_scenario
+from draguard.reports.console import print_allocation_check, print_kill_matrix, print_plan, print_rates
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=200, color_system=None), out
+
+
+def test_no_module_outside_reports_builds_a_table() -> None:
+    offenders = [str(p.relative_to(ROOT)) for d in ("harness", "chaos", "conformance", "cli")
+                 for p in (ROOT / d).rglob("*.py") if re.search(r"^from rich\.table import", p.read_text(), re.M)]
+    assert offenders == []
+
+
+def test_the_dry_run_plan_names_what_is_created_held_back_and_each_step_with_its_seed() -> None:
+    sc = load_scenario(ROOT / "scenarios" / "double-allocation-handoff.yaml")
+    console, out = _console()
+    print_plan(sc, 7, console)
+    text = out.getvalue()
+    assert "double-allocation-handoff" in text and "seed=7" in text and "mutant=double-allocation" in text
+    assert "create pods in order: first-0" in text and "second-0" not in text.split("create pods in order:")[1].splitlines()[0]
+    assert "hold back workload second until step arrive (arrive)" in text
+    assert re.search(r"step \S*force-delete: force-delete 1s after step arrive started .* seed 7:", text)
+
+
+def test_repeat_rates_mark_a_flaky_invariant() -> None:
+    r = Rates("s", 3, 2, {"no-leak": Counter(held=2, violated=1), "topology": Counter(held=3)},
+              {"no-leak": "hold", "topology": "hold"}, {"down": Counter(ok=3)})
+    console, out = _console()
+    print_rates(r, console)
+    lines = {ln.split("│")[1].strip(): ln for ln in out.getvalue().splitlines() if ln.count("│") > 2}
+    assert "flaky" in lines["no-leak"] and "held 2/3" in lines["no-leak"] and "violated 1/3" in lines["no-leak"]
+    assert "flaky" not in lines["topology"] and "flaky" not in lines["step down"]
+
+
+def test_the_kill_matrix_names_survivors_false_positives_and_errors() -> None:
+    m = KillMatrix(cells=[
+        Cell("none", "a", "false-positive", ("invariant:no-leak",), ("no-leak: leaked",)),
+        Cell("m1", "a", "caught", ("invariant:no-leak",)),
+        Cell("m2", "a", "survived"),
+        Cell("m3", "a", "error", error="cluster did not start"),
+    ])  # fmt: skip
+    console, out = _console()
+    print_kill_matrix(m, console)
+    text = out.getvalue()
+    assert "m1: a (`no-leak`)" in text and "m2: SURVIVED" in text
+    assert "FALSE POSITIVE: the correct driver failed a: no-leak: leaked" in text
+    assert "ERROR: m3 × a: cluster did not start" in text
+
+
+def test_the_allocation_check_says_pass_or_fail() -> None:
+    console, out = _console()
+    print_allocation_check([("claim allocated", True, "2 devices"), ("pod running", False, "timed out")], False, 3.2,
+                           console)  # fmt: skip
+    text = out.getvalue()
+    assert "claim allocated" in text and "timed out" in text and "FAIL in 3.2s" in text
