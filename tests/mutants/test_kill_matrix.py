@@ -33,10 +33,9 @@ DATA = ROOT / "docs" / "kill-matrix.json"
 LIBRARY = ROOT / "scenarios"
 
 KNOWN_SURVIVORS = {
-    "batch-abort-on-error": "shows only as healthy claims stranded behind a failing one in one call; no library "
-    "scenario batches a failing and a healthy claim (the contract suite's batch check catches it)",
-    "silent-health": "needs a scenario that fails a device's health in the device truth and expects the driver to "
-    "report it (the contract suite's health check catches it)",
+    "batch-abort-on-error": "shows only as a healthy claim stranded behind a failing one in one call; no library "
+    "scenario puts a failing and a healthy claim in one call deterministically (the contract suite's batch check "
+    "catches it)",
 }
 """Mutants no library scenario catches yet, and what they wait for. A test fails when this list is wrong."""
 
