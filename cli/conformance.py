@@ -18,21 +18,16 @@ from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conf
 from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.bundle import verify_bundle
+from draguard.reports.console import check_line, check_summary
 
 __all__ = ["COMMANDS"]
 
-_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
-
-
 def _line(check: CheckResult) -> None:
-    why = f": {check.reason}" if check.reason else ""
-    click.echo(f"{_MARK[check.status]:5} {check.id} ({check.duration:.1f}s){why}")
+    click.echo(check_line(check))
 
 
 def _summary(name: str, result: RunResult) -> int:
-    counts = {s: sum(1 for c in result.checks if c.status == s) for s in _MARK}
-    click.echo(f"draguard {name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
-               f"{counts['error']} error(s)")
+    click.echo(check_summary(name, result.checks))
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

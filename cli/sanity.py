@@ -16,20 +16,14 @@ from draguard import reports
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity, sanity_checks
 from draguard.harness.errors import EXIT_OK
 from draguard.harness.result import CheckResult, RunResult
+from draguard.reports.console import check_line, check_summary
 
 __all__ = ["command", "exit_code"]
-
-_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
 
 
 def exit_code(result: RunResult) -> int:
     """1 a check failed; 2 a check could not run (and none failed) or none ran; 0 otherwise."""
     return result.exit_code
-
-
-def _line(check: CheckResult) -> str:
-    why = f": {check.reason}" if check.reason else ""
-    return f"{_MARK[check.status]:5} {check.id} ({check.duration:.1f}s){why}"
 
 
 @click.command("sanity")
@@ -94,17 +88,13 @@ def command(
     partial = RunResult(run_id="sanity")
 
     def progress(check: CheckResult) -> None:
-        click.echo(_line(check))
+        click.echo(check_line(check))
         partial.checks.append(check)
         reports.render(partial, out, ["json"])
 
     result = run_sanity(config, hooks, on_result=progress)
     reports.render(result, out, chosen)
-    counts = {s: sum(1 for c in result.checks if c.status == s) for s in _MARK}
-    click.echo(
-        f"draguard sanity: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
-        f"{counts['error']} error(s); {verdict}"
-    )
+    click.echo(f"{check_summary('sanity', result.checks)}; {verdict}")
     for key in ("setupError", "traceError"):
         if result.environment.get(key):
             click.echo(f"draguard sanity: {result.environment[key]}", err=True)

@@ -7,6 +7,7 @@ and nowhere else. Tables and plans go to stderr-free ``Console()`` unless one is
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,14 +16,31 @@ from rich.markup import escape
 from rich.table import Table
 
 from draguard.harness.killmatrix import CORRECT, KillMatrix
+from draguard.harness.result import CheckResult
 from draguard.harness.repeat import Rates
 from draguard.harness.runner import deploy
 from draguard.harness.scenario.types import Scenario
 
 from .kill_matrix import cell_mark
 
-__all__ = ["print_plan", "print_rates", "print_load", "print_kill_matrix", "print_cluster_status",
+__all__ = ["check_line", "check_summary", "print_plan", "print_rates", "print_load", "print_kill_matrix", "print_cluster_status",
            "print_allocation_check", "print_bench"]
+
+
+_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
+
+
+def check_line(check: CheckResult) -> str:
+    """One line per check of the sanity and conformance suites, as each finishes."""
+    why = f": {check.reason}" if check.reason else ""
+    return f"{_MARK.get(check.status, check.status.upper()):5} {check.id} ({check.duration:.1f}s){why}"
+
+
+def check_summary(suite: str, checks: Iterable[CheckResult]) -> str:
+    """The suite's closing line: how many checks passed, failed, skipped and could not run."""
+    counts = Counter(c.status for c in checks)
+    return (f"draguard {suite}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
+            f"{counts['error']} error(s)")  # fmt: skip
 
 
 def print_plan(sc: Scenario, seed: int | None, console: Console | None = None) -> None:

@@ -15,7 +15,15 @@ import draguard.chaos  # noqa: F401  (fault kinds, for loading library scenarios
 from draguard.harness.killmatrix import Cell, KillMatrix
 from draguard.harness.repeat import Rates
 from draguard.harness.scenario.loader import load_scenario
-from draguard.reports.console import print_allocation_check, print_kill_matrix, print_plan, print_rates
+from draguard.harness.result import CheckResult
+from draguard.reports.console import (
+    check_line,
+    check_summary,
+    print_allocation_check,
+    print_kill_matrix,
+    print_plan,
+    print_rates,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,3 +81,16 @@ def test_the_allocation_check_says_pass_or_fail() -> None:
                            console)  # fmt: skip
     text = out.getvalue()
     assert "claim allocated" in text and "timed out" in text and "FAIL in 3.2s" in text
+
+
+def test_the_suites_print_one_line_per_check_and_a_summary() -> None:
+    def check(cid: str, status: str, reason: str = "", duration: float = 0.0) -> CheckResult:
+        return CheckResult(cid, "a rule", "a source", status, reason, duration=duration)  # type: ignore[arg-type]
+
+    checks = [check("sanity.registration.type", "passed", duration=0.04),
+              check("sanity.prepare.idempotent", "failed", "second prepare returned other devices", 1.2),
+              check("sanity.health.stream", "skipped", "driver does not serve the health stream"),
+              check("sanity.restart", "error", "restart hook failed")]  # fmt: skip
+    assert check_line(checks[0]) == "PASS  sanity.registration.type (0.0s)"
+    assert check_line(checks[1]) == "FAIL  sanity.prepare.idempotent (1.2s): second prepare returned other devices"
+    assert check_summary("sanity", checks) == "draguard sanity: 1 passed, 1 failed, 1 skipped, 1 error(s)"
