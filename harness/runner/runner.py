@@ -256,7 +256,7 @@ class Runner:
                                       record=evidence / "grpc-calls.jsonl", run_label=self.run_id).start()
         names = [n.name for n in sc.nodes if n.agent == "fake"]
         # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
-        self._kubelets(kubeconfig, driver_root)
+        self._kubelets(kubeconfig)
         labels: dict[str, str] = {}
         # Pod sync workers: each prepare waits on the API and the driver, so at scale the default 8 made
         # the fake nodes the ceiling (400 pods on 50 nodes: scheduled-to-Running lag grew to 15 s).
@@ -308,7 +308,7 @@ class Runner:
                  + (", behind the gRPC interposer" if h.interposer else "")
                  + f" ({hosting}, {time.monotonic() - started:.1f}s)")
 
-    def _kubelets(self, kubeconfig: Path, driver_root: Path) -> None:
+    def _kubelets(self, kubeconfig: Path) -> None:
         """Start a hollow DRA kubelet for each node with ``agent: kubelet`` (local backend only)."""
         h = self._h()
         nodes = [n for n in self.scenario.nodes if n.agent == "kubelet"]
@@ -325,7 +325,9 @@ class Runner:
             kubelet = HollowKubelet(
                 Pki(h.cluster.dir / "pki"), h.cluster.server, node.name, h.node_root, admin=h.kube,
                 feature_gates=self.scenario.cluster.feature_gates, labels={RUN_LABEL: self.run_id, **node.labels},
-                cdi_dir=NodeDirs(driver_root, node.name).cdi,
+                # The driver writes its CDI specs under the node's root even behind the interposer
+                # (FakeDriverProcess node_root), not under the plugins root the interposer fronts.
+                cdi_dir=NodeDirs(h.node_root, node.name).cdi,
             )
             h.kubelets[node.name] = kubelet
             kubelet.start()
