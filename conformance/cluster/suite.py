@@ -142,10 +142,13 @@ class FakeDriverAccess:
         that reset, so the device is lost to the node whatever the books say."""
         from draguard.harness.devices.truth import DeviceTruth
 
-        out = list(self._checkpoint(node).leaks())
+        from draguard.harness.driver.state import DeviceState
+
+        cp = self._checkpoint(node)
+        out = list(cp.leaks())
         truth = DeviceTruth(self.root, node)
         if truth.exists:
-            held = self.held(node)
+            held = {n for n, r in cp.devices.items() if r.state is not DeviceState.FREE}
             out += [f"device {n}: its last reset failed ({r.reset_error or 'no message'}) and the driver holds it "
                     "for no claim (device truth)" for n, r in sorted(truth.read().devices.items())
                     if r.reset == "failed" and n not in held]

@@ -48,11 +48,9 @@ class FakeNvml:
     def unhealthy(self) -> dict[str, str]:
         """Devices the hardware reports unhealthy, with its message (what a health check polls every
         second; the truth file is read again only when it changed)."""
-        try:
-            st = self.truth.path.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
+        from ..driver.state import file_stamp
+
+        stamp = file_stamp(self.truth.path)
         if stamp is None or stamp != self._health_stamp:
             self._health = {n: d.health_message or "unhealthy" for n, d in self.truth.read().devices.items()
                             if d.health == "unhealthy"}  # fmt: skip

@@ -34,6 +34,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "checkpoint_path",
     "atomic_write",
+    "file_stamp",
     "read_checkpoint",
 ]
 
@@ -178,6 +179,16 @@ class Checkpoint:
 
     def save(self, path: Path, crash: Callable[[str], None] | None = None) -> None:
         atomic_write(path, json.dumps(self.to_json(), indent=1).encode(), crash=crash, point="checkpoint")
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(mtime in ns, size) of a file replaced by :func:`atomic_write`; None when it does not exist.
+    A reader that polls keeps what it parsed until the stamp changes."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def atomic_write(

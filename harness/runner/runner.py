@@ -566,12 +566,12 @@ class Runner:
     def _driver_state(self, node: str) -> NodeDriverState:
         """One node's driver books and CDI specs; read again only when the checkpoint or the CDI
         folder changed on disk (judged every second, at 500 nodes)."""
-        from ..driver.state import checkpoint_path
+        from ..driver.state import checkpoint_path, file_stamp
 
         h = self._h()
         root = h.drivers[node].root
         cdi_dir = h.drivers[node].node_root / node / "cdi"
-        key = (_stamp(checkpoint_path(root, node, h.driver_name)), _stamp(cdi_dir))
+        key = (file_stamp(checkpoint_path(root, node, h.driver_name)), file_stamp(cdi_dir))
         cached = self._driver_states.get(node)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -809,15 +809,6 @@ def evidence_matches(rule: EvidenceRule, v: Evidence, namespace: str) -> bool:
                                            for d in devices):
         return False
     return True
-
-
-def _stamp(path: Path) -> tuple[int, int] | None:
-    """(mtime in ns, size) of ``path``; None when it does not exist."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
 
 
 def _start(proc: Any) -> HarnessError | None:
