@@ -1,7 +1,9 @@
 """Faults the fake driver simulates in its hardware and RPCs: reset, prepare and unprepare failures.
 
-``reset-failure``: the device reset after unprepare fails (N times or for good) — with the
-forget-before-reset bug this orphans the device. ``reset-slow``: resets take longer (a driver that
+``reset-failure``: the device reset after unprepare fails (N times or for good), on every device or
+only the listed ``devices`` — with the forget-before-reset bug this orphans the device; on one device
+of a pod with several claims, it makes one claim of a NodeUnprepareResources call fail while the others
+succeed (the batch-abort-on-error bug strands them). ``reset-slow``: resets take longer (a driver that
 holds its lock across the reset stalls every other call meanwhile). ``prepare-failure`` / ``prepare-hang`` /
 ``unprepare-failure``: NodePrepareResources / NodeUnprepareResources fail or hang. They are switched
 on in the fake driver of each targeted node through ``ctx.fake_driver(node).set_fault``, which
@@ -24,7 +26,7 @@ from pydantic import Field
 from draguard.harness.proxy.faults import Action, FaultRule
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.scenario.model import Params
+from draguard.harness.scenario.model import DnsLabel, Params
 
 
 class CountParams(Params):
@@ -48,11 +50,21 @@ def _apply(ctx: StepContext, kind: str, spec: dict[str, Any], until_cleanup: boo
         ctx.fake_driver(node).set_fault(kind, spec, until_cleanup=until_cleanup)
 
 
-@FAULTS.register("reset-failure", summary="device resets fail on the targeted nodes", params=CountParams,
+class ResetFailParams(CountParams):
+    devices: list[DnsLabel] | None = Field(default=None, min_length=1, max_length=128)
+    """Only the resets of these devices fail (their names in the node's ResourceSlice); omit for every device."""
+
+
+@FAULTS.register("reset-failure", summary="device resets fail on the targeted nodes", params=ResetFailParams,
                  needs=("fake-driver",))
-def reset_failure(ctx: StepContext, params: CountParams | None) -> None:
-    params = params or CountParams()
-    _apply(ctx, "reset_fail", {"count": params.count} if params.count else {"forever": True}, params.count is None)
+def reset_failure(ctx: StepContext, params: ResetFailParams | None) -> None:
+    params = params or ResetFailParams()
+    spec: dict[str, Any] = {"count": params.count} if params.count else {"forever": True}
+    if params.devices is not None:
+        for node in ctx.target_nodes(default="all"):
+            ctx.require_devices(node, params.devices)
+        spec["devices"] = list(params.devices)
+    _apply(ctx, "reset_fail", spec, params.count is None)
 
 
 @FAULTS.register("prepare-failure", summary="NodePrepareResources fails on the targeted nodes", params=CountParams,

@@ -31,6 +31,7 @@ PROGRESS: dict[str, list[tuple[str, str, str]]] = {
     "double-allocation-handoff": [("Pod", "second-0", "Running")],
     "mps-shared-claim-correct-driver": [("Pod", "ranks-2", "Running")],
     "device-failure-correct-driver": [("Pod", "infer-0", "Running")],
+    "failing-claim-does-not-strand-batch": [("Pod", "next-0", "Running")],
 }
 
 

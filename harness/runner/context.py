@@ -251,16 +251,24 @@ class StepContext:
         its own health check."""
         from ..devices.truth import DeviceTruth
 
-        if node not in self._run.drivers:
-            raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs a fake node's device truth; "
-                             f"node {node} has none (an external driver on a real node)")  # fmt: skip
+        self.require_devices(node, [device])
         truth = DeviceTruth(self._run.node_root, node)
-        if device not in truth.read().devices:
-            raise UsageError(f"step {self.step.name}: node {node} has no device {device}; it has "
-                             f"{', '.join(sorted(truth.read().devices)) or 'none'}")  # fmt: skip
         self.before(UndoAction("none", {"why": "the device truth lives under the run's node root, removed at teardown"}))
         truth.set_health(device, message)
         self.on_undo(functools.partial(truth.set_health, device, None), until_cleanup=True)
+
+    def require_devices(self, node: str, devices: list[str]) -> None:
+        """A clear error unless the hardware of fake node ``node`` (its device truth) has every one of ``devices``."""
+        from ..devices.truth import DeviceTruth
+
+        if node not in self._run.drivers:
+            raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs a fake node's device truth; "
+                             f"node {node} has none (an external driver on a real node)")  # fmt: skip
+        have = DeviceTruth(self._run.node_root, node).read().devices
+        missing = [d for d in devices if d not in have]
+        if missing:
+            raise UsageError(f"step {self.step.name}: node {node} has no device {', '.join(missing)}; it has "
+                             f"{', '.join(sorted(have)) or 'none'}")  # fmt: skip
 
     @property
     def has_interposer(self) -> bool:

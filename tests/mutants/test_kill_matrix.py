@@ -32,11 +32,7 @@ DOC = ROOT / "docs" / "kill-matrix.md"
 DATA = ROOT / "docs" / "kill-matrix.json"
 LIBRARY = ROOT / "scenarios"
 
-KNOWN_SURVIVORS = {
-    "batch-abort-on-error": "shows only as a healthy claim stranded behind a failing one in one call; no library "
-    "scenario puts a failing and a healthy claim in one call deterministically (the contract suite's batch check "
-    "catches it)",
-}
+KNOWN_SURVIVORS: dict[str, str] = {}
 """Mutants no library scenario catches yet, and what they wait for. A test fails when this list is wrong."""
 
 
