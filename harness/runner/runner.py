@@ -64,6 +64,7 @@ from . import deploy
 from .context import RunHandles, StepContext
 from .incremental import INCREMENTAL, Incremental
 from .journal import RUN_LABEL, Journal, delete_labelled
+from .retarget import NOT_JUDGED, PARTIAL, free_devices, pinned_nodes
 from .observe import Observer, Timeline
 from .timeline import StepRun, TimelinePlayer
 
@@ -188,6 +189,7 @@ class Runner:
             "featureGates": {**dict(sc.cluster.feature_gates),
                              **{g: on for g, on in kube.feature_gates().items() if _dra_gate(g) or g in sc.cluster.feature_gates}},
             "driver": {"name": sc.driver.name, "kind": sc.driver.kind, "mutant": sc.driver.mutant,
+                       "deviceClass": sc.driver.device_class,
                        "version": draguard_version() if sc.driver.kind == "fake" else None,
                        "interposed": bool(sc.driver.interpose)},
             "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" else
@@ -235,6 +237,10 @@ class Runner:
         if sc.driver.kind == "external":
             self.log(f"external driver {sc.driver.name}: using the cluster's nodes and slices")
             self._wait_slices(set(), timeout=30)
+            pinned = pinned_nodes(sc)
+            if pinned:  # the inventory no-leak compares with: this run's nodes, what no one held at the start
+                self.initial_inventory = frozenset(DeviceId(*d) for d in free_devices(h.kube, sc.driver.name, pinned))
+                self.log(f"pods pinned to {', '.join(pinned)}: {len(self.initial_inventory)} free device(s) there")
             return
         from ..driver.process import FakeDriverProcess
         from ..nodes.process import FakeNodesProcess
@@ -367,7 +373,8 @@ class Runner:
         self._create_all(first)
         # Workloads that arrive with a later step (preempt) are held back until it creates them.
         deferred = deploy.deferred_workloads(sc)
-        pods = [deploy.pod(w, member, h.namespace, self.run_id, sc.name)
+        pinned = pinned_nodes(sc)
+        pods = [deploy.pod(w, member, h.namespace, self.run_id, sc.name, pinned)
                 for w, member in deploy.creation_order(sc) if w.name not in deferred]  # fmt: skip
         started = time.monotonic()
         # Interleaved workloads (a0, b0, a1, ...) reproduce a race that needs that order: one at a time.
@@ -381,7 +388,8 @@ class Runner:
         """Create the pods of a deferred workload (``arrive``, ``preempt``)."""
         h = self._h()
         w = self.scenario.workload(workload)
-        self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name)
+        self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name,
+                                     pinned_nodes(self.scenario))
                           for member in range(w.replicas)])  # fmt: skip
 
     def _create_all(self, objs: list[Obj], parallel: int = BULK_PARALLEL) -> None:
@@ -691,7 +699,13 @@ class Runner:
             )
             found = list(self.violations.get(entry.name, {}).values())
             status: Status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
-            self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found)
+            note = ""
+            if self.scenario.driver.kind == "external":  # an installed driver: no books, no device truth
+                if entry.name in NOT_JUDGED:
+                    status, found, note = "not-checked", [], f"not checked on an installed driver: {NOT_JUDGED[entry.name]}"
+                elif entry.name in PARTIAL and status != "not-checked":
+                    note = PARTIAL[entry.name]
+            self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found, note)
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
                 self.result.error = f"invariant {name} could not be judged (the run stopped early)"
