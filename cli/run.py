@@ -21,7 +21,16 @@ from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.kube import Kube
 from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.journal import pending_journals, recover
-from draguard.harness.runner.retarget import ClusterFacts, RunTarget, decide, detect, not_applicable_result, retarget
+from draguard.harness.driver.external import TEST_DRIVER_NAME
+from draguard.harness.runner.retarget import (
+    ClusterFacts,
+    RunTarget,
+    decide,
+    detect,
+    local_facts,
+    not_applicable_result,
+    retarget,
+)
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenarios
 from draguard.harness.scenario.types import Scenario
@@ -57,7 +66,8 @@ def _interrupt(signum: int, frame: Any) -> None:
               help="Run each scenario N times and report how often each verdict came out (flaky shows as flaky).")
 @click.option("--driver", "driver_name", metavar="NAME",
               help="Run the scenarios against this installed DRA driver (ResourceSlice spec.driver) instead of "
-                   "the fake driver; needs --device-class and a cluster (--kubeconfig or $KUBECONFIG).")
+                   "the fake driver; needs --device-class and a cluster (--kubeconfig or $KUBECONFIG), or "
+                   f"--cluster local for the upstream DRA test driver ({TEST_DRIVER_NAME}), which draguard runs itself.")
 @click.option("--device-class", metavar="NAME", help="The DeviceClass of the installed driver the workloads ask for.")
 @click.option("--allow-context", "allow", metavar="CONTEXT",
               help="With --driver: allow steps that touch more than the run's own objects (drain-node, "
@@ -73,13 +83,14 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
     retargeting: Retargeting | None = None
     if driver_name or device_class or allow:
         retargeting = _retargeting(driver_name, device_class, allow, backend, kubeconfig, context)
-        backend, kubeconfig = "kubeconfig", retargeting.kubeconfig
+        if not retargeting.target.local:
+            backend, kubeconfig = "kubeconfig", retargeting.kubeconfig
     if dry_run:
         for sc in loaded:
             if retargeting is None:
                 print_plan(sc, seed)
             else:
-                reasons, plan = decide(sc, retargeting.target, retargeting.facts)
+                reasons, plan = decide(sc, retargeting.target, retargeting.facts or local_facts(sc))
                 click.echo(f"{sc.name}: " + ("not applicable: " + "; ".join(reasons) if plan is None else
                            "applicable; nodes " + ", ".join(f"{a} -> {b}" for a, b in plan.nodes.items())))
         return
@@ -100,8 +111,9 @@ class Retargeting:
     """``--driver``/``--device-class``: the installed driver, the cluster's kubeconfig and what it offers."""
 
     target: RunTarget
-    facts: ClusterFacts
-    kubeconfig: str
+    facts: ClusterFacts | None
+    """What the cluster offers; None with ``--cluster local`` (each scenario gets its own, see local_facts)."""
+    kubeconfig: str | None
 
 
 def _retargeting(driver: str | None, device_class: str | None, allow: str | None, backend: str | None,
@@ -113,9 +125,16 @@ def _retargeting(driver: str | None, device_class: str | None, allow: str | None
         raise UsageError("--driver and --device-class go together: the installed driver's name and the "
                          "DeviceClass its devices are asked for by")
     if backend == "local":
-        raise UsageError("--driver runs the scenarios against a driver installed in a cluster; --cluster local "
-                         "starts a control plane without it: give --kubeconfig (a `draguard cluster up` cluster "
-                         "running `draguard nodes` and `draguard external-driver` will do)")
+        # A control plane of its own per scenario: draguard runs the driver itself, which it can only do
+        # for the upstream DRA test driver (harness/driver/external.py).
+        if driver != TEST_DRIVER_NAME:
+            raise UsageError(f"--cluster local --driver {driver}: on a control plane of its own draguard runs only "
+                             f"the upstream DRA test driver ({TEST_DRIVER_NAME}); for a driver installed in a "
+                             "cluster give --kubeconfig")
+        if kubeconfig or allow:
+            raise UsageError("--cluster local starts its own control plane: --kubeconfig and --allow-context are "
+                             "for an existing cluster")
+        return Retargeting(RunTarget(driver, device_class, allow_destructive=True, local=True), None, None)
     path = Path(kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
     if not path.is_file():
         raise UsageError(f"--driver needs a cluster: kubeconfig {path} is not a file (give --kubeconfig)")
@@ -144,7 +163,7 @@ def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = No
     progress = RunProgress(_err)
     for sc in loaded:
         if retargeting is not None:
-            reasons, plan = decide(sc, retargeting.target, retargeting.facts)
+            reasons, plan = decide(sc, retargeting.target, retargeting.facts or local_facts(sc))
             if plan is None:
                 skipped = not_applicable_result(sc, reasons, retargeting.target)
                 _err.print(f"{sc.name}: {skipped.not_applicable}", highlight=False, markup=False)

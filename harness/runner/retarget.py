@@ -37,8 +37,8 @@ from ..registry import FAULTS
 from ..result import ScenarioResult
 from ..scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
 
-__all__ = ["RunTarget", "ClusterFacts", "Plan", "PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
-           "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices"]
+__all__ = ["RunTarget", "ClusterFacts", "Plan", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
+           "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
 
 PARTIAL: Mapping[str, str] = {
     "no-leak": "judged from the API only (reservations, allocations, pods stuck deleting, the device inventory of "
@@ -50,6 +50,13 @@ PARTIAL: Mapping[str, str] = {
                         "left on a device is not readable for an installed driver",
 }
 """Invariants judged from the API alone against an installed driver -> what is left out."""
+
+LOCAL_PARTIAL: Mapping[str, str] = {
+    **PARTIAL,
+    "no-leak": "judged from the API and from the CDI specs the upstream test driver leaves on each node (its outside "
+               "view of what it holds prepared); its in-memory books and the device truth are not readable",
+}
+"""As :data:`PARTIAL`, when draguard runs the upstream test driver itself (``--cluster local``)."""
 
 NOT_JUDGED: Mapping[str, str] = {
     "container-devices": "needs the fake node's device truth (which devices each container got, and whether its "
@@ -85,6 +92,9 @@ class RunTarget:
     """A local draguard cluster, or ``--allow-context`` named the kubeconfig's context."""
     context: str = ""
     """The kubeconfig context (for the reason given when destructive steps are refused)."""
+    local: bool = False
+    """draguard starts the control plane, the nodes and the driver itself (``--cluster local``: the
+    upstream DRA test driver only): control-plane restarts and node-agent faults are possible there."""
 
 
 @dataclass(frozen=True)
@@ -191,9 +201,10 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
     if sc.driver.interpose:
         reasons.append("it puts the gRPC interposer in front of the driver's sockets, which are on the cluster's "
                        "nodes, out of draguard's reach")
+    have = {"local-backend", "fake-nodes"} if target.local else set()
     for step in sc.timeline:
         entry = FAULTS.get(step.fault)
-        for need in entry.meta.get("needs", ()):
+        for need in (n for n in entry.meta.get("needs", ()) if n not in have):
             reasons.append(f"step {step.name} ({step.fault}) {_NEEDS.get(need, 'needs ' + need)}")
         if step.fault in DESTRUCTIVE and not target.allow_destructive:
             reasons.append(f"step {step.name} ({step.fault}) {DESTRUCTIVE[step.fault]} of a cluster draguard does "
@@ -309,7 +320,9 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
     workloads = tuple(dataclasses.replace(w, claims=tuple(
         dataclasses.replace(c, requests=tuple(_request(r, target.device_class) for r in c.requests))
         for c in w.claims)) for w in sc.workloads)
-    nodes = tuple(Node(plan.nodes[n.name], n.group, {}, None, "cluster") for n in sc.nodes)
+    # On its own control plane draguard starts the scenario's nodes with as many devices (topology kept
+    # for the count); on a cluster the scenario's nodes become the cluster's.
+    nodes = sc.nodes if target.local else tuple(Node(plan.nodes[n.name], n.group, {}, None, "cluster") for n in sc.nodes)
     expect = Expectations(hold=tuple(n for n in sc.expect.hold if n not in NOT_JUDGED),
                           violate=sc.expect.violate,
                           evidence=tuple(_evidence(e, plan.nodes) for e in sc.expect.evidence),
@@ -323,6 +336,14 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
         nodes=nodes, device_classes=(), workloads=workloads,
         timeline=tuple(_step(s, plan.nodes) for s in sc.timeline), expect=expect,
     )
+
+
+def local_facts(sc: Scenario) -> ClusterFacts:
+    """What ``--cluster local`` offers a scenario: draguard starts its nodes (fake node agents or hollow
+    kubelets) and the upstream DRA test driver on each, with as many devices as the scenario's node
+    (``device-00``...; the test driver publishes no attributes), on a control plane with its feature gates."""
+    devices = {name: tuple(f"device-{i:02d}" for i in range(n)) for name, n in scenario_devices(sc).items()}
+    return ClusterFacts(devices, frozenset(), {n: frozenset() for n in devices}, sc.cluster.gang_scheduling)
 
 
 def not_applicable_result(sc: Scenario, reasons: list[str], target: RunTarget) -> ScenarioResult:

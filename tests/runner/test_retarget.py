@@ -187,3 +187,24 @@ def test_not_applicable_is_neither_pass_nor_failure() -> None:
     assert both.exit_code == 0 and both.ok
     back = RunResult.from_dict(both.as_dict())
     assert back.scenarios[0].not_applicable == na.not_applicable and back.exit_code == 0
+
+
+def test_on_its_own_control_plane_node_and_control_plane_faults_apply() -> None:
+    """--cluster local: draguard starts the nodes and the control plane, so their faults are possible; the
+    fake driver's are still not."""
+    from draguard.harness.runner.retarget import local_facts
+
+    local = RunTarget(DRIVER, "test-class", allow_destructive=True, local=True)
+    applicable = set()
+    for path in sorted(LIBRARY.glob("*.yaml")):
+        sc = load_scenario(path)
+        reasons, plan = decide(sc, local, local_facts(sc))
+        if plan is not None:
+            applicable.add(sc.name)
+            assert retarget(sc, local, plan).nodes == sc.nodes  # the scenario's own nodes, started by draguard
+        else:
+            assert reasons
+    assert applicable == {"cdi-devices-correct-driver", "preempt-gang-member", "control-plane-restarts",
+                          "node-agent-restart", "node-loss-returns"}
+    facts = local_facts(load_scenario(LIBRARY / "preempt-gang-member.yaml"))
+    assert {n: len(d) for n, d in facts.devices.items()} == {"gpu-node-0": 4, "gpu-node-1": 4}

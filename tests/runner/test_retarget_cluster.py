@@ -33,6 +33,7 @@ from draguard.harness.driver.external import (
 from draguard.harness.errors import HarnessError
 from draguard.harness.kube import Kube
 from draguard.harness.nodes import FakeNodesProcess
+from draguard.harness.runner.journal import pending_journals
 from draguard.harness.nodes.node import LEASE_NAMESPACE
 from support import wait
 
@@ -212,10 +213,12 @@ def test_dry_run_says_what_applies(installed: Installed) -> None:
 def test_bad_input_exits_2_and_starts_nothing(installed: Installed, tmp_path: Path, args: tuple[str, ...],
                                               message: str) -> None:
     before = _namespaces(installed.kube)
+    journals = set(pending_journals())
     args = tuple(installed.device_class if a == "@class" else a for a in args)
     done = _draguard("run", str(LIBRARY / "cdi-devices-correct-driver.yaml"), "--kubeconfig",
                      str(installed.kubeconfig), *args, "--report-dir", str(tmp_path / "out"))
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "out").exists()
-    assert _namespaces(installed.kube) == before
+    assert not _namespaces(installed.kube) - before  # no namespace created (an earlier run's may have gone)
+    assert set(pending_journals()) == journals  # no run started, so none journaled anything to undo
