@@ -96,6 +96,18 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
         return
     if repeat > 1:
         ok = True
+        if retargeting is not None:  # what is not applicable is said once, not repeated
+            applicable = []
+            for sc in loaded:
+                reasons, plan = decide(sc, retargeting.target, retargeting.facts or local_facts(sc))
+                if plan is None:
+                    _err.print(f"{sc.name}: not applicable on driver {retargeting.target.driver}: "
+                               + "; ".join(reasons), highlight=False, markup=False)
+                else:
+                    applicable.append(sc)
+            if not applicable:
+                raise UsageError(f"no scenario is applicable on driver {retargeting.target.driver}: nothing to repeat")
+            loaded = applicable
         for sc in loaded:
             ok = run_repeated(sc, repeat, Path(report_dir), backend=backend, kubeconfig=kubeconfig,
                               context=context, seed=seed, bin_dir=bin_dir, formats=chosen,

@@ -192,7 +192,7 @@ class Runner:
                        "deviceClass": sc.driver.device_class,
                        "version": draguard_version() if sc.driver.kind == "fake" else None,
                        "interposed": bool(sc.driver.interpose)},
-            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" else
+            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" and backend != "local" else
                           {frozenset({"fake"}): "draguard fake nodes", frozenset({"kubelet"}): "hollow DRA kubelets"}.get(
                               frozenset(n.agent for n in sc.nodes), "draguard fake nodes and hollow DRA kubelets")),
             "nodeAgents": {n.name: n.agent for n in sc.nodes},

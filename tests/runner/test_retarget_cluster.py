@@ -193,6 +193,15 @@ def test_only_not_applicable_scenarios_exit_2(installed: Installed, tmp_path: Pa
     assert "step 0-driver-down (driver-down) is a fault of draguard's fake driver" in verdict["scenarios"][0]["notApplicable"]
 
 
+def test_repeat_says_once_what_is_not_applicable(installed: Installed, tmp_path: Path) -> None:
+    done = _draguard("run", str(LIBRARY / "driver-down-until-cleanup.yaml"), "--repeat", "2", "--kubeconfig",
+                     str(installed.kubeconfig), "--driver", TEST_DRIVER_NAME, "--device-class", installed.device_class,
+                     "--report-dir", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("driver-down-until-cleanup: not applicable on driver") == 1
+    assert f"no scenario is applicable on driver {TEST_DRIVER_NAME}: nothing to repeat" in done.stderr
+
+
 def test_dry_run_says_what_applies(installed: Installed) -> None:
     done = _draguard("run", "--dry-run", str(LIBRARY / "cdi-devices-correct-driver.yaml"),
                      str(LIBRARY / "gang-deadlock-per-pod.yaml"), "--kubeconfig", str(installed.kubeconfig),

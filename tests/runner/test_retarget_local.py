@@ -61,3 +61,24 @@ def test_on_its_own_control_plane_only_the_upstream_test_driver_can_run(tmp_path
     assert done.returncode == 2
     assert "draguard runs only the upstream DRA test driver (test-driver.cdi.k8s.io)" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_the_upstream_test_driver_serves_a_hollow_kubelet(tmp_path: Path) -> None:
+    """agent: kubelet: the real kubelet DRA manager (draguard-kubelet) registers the test driver and runs the pod."""
+    try:
+        find_test_driver()
+    except HarnessError as exc:
+        pytest.skip(str(exc))
+    text = (LIBRARY / "cdi-devices-correct-driver.yaml").read_text()
+    assert "      topology: {gpus: 2}\n" in text
+    scenario = tmp_path / "cdi-on-kubelet.yaml"
+    scenario.write_text(text.replace("      topology: {gpus: 2}\n", "      agent: kubelet\n      topology: {gpus: 2}\n"))
+    done = _draguard("run", str(scenario), "--cluster", "local", "--driver", TEST_DRIVER_NAME,
+                     "--device-class", "test-gpus", "--report", "json", "--report-dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    s = json.loads((tmp_path / "out" / "verdict.json").read_text())["scenarios"][0]
+    assert s["outcome"] == "met" and s["environment"]["nodeAgent"] == "hollow DRA kubelets"
+    timeline = json.loads((tmp_path / "out" / s["timeline"]).read_text())
+    assert "Running" in {(e.get("data") or {}).get("phase") for e in timeline if e.get("kind") == "Pod"}
+    allocated = [d for e in timeline if e.get("kind") == "ResourceClaim" for d in (e.get("data") or {}).get("devices") or []]
+    assert allocated and {d["driver"] for d in allocated} == {TEST_DRIVER_NAME}
