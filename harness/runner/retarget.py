@@ -206,6 +206,14 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
         entry = FAULTS.get(step.fault)
         for need in (n for n in entry.meta.get("needs", ()) if n not in have):
             reasons.append(f"step {step.name} ({step.fault}) {_NEEDS.get(need, 'needs ' + need)}")
+        if step.target is not None and step.target.device is not None:
+            reasons.append(f"step {step.name} ({step.fault}) targets the fake device {step.target.device}")
+        if step.fault == "load":
+            for key in ("device_class", "sharing"):
+                value = getattr(step.params, key, None)
+                if value:
+                    reasons.append(f"step {step.name} (load) names {key.replace('_', ' ')} {value} of the fake "
+                                   f"driver; the load on driver {target.driver} takes --device-class and no sharing")
         if step.fault in DESTRUCTIVE and not target.allow_destructive:
             reasons.append(f"step {step.name} ({step.fault}) {DESTRUCTIVE[step.fault]} of a cluster draguard does "
                            f"not own; pass --allow-context {target.context or 'CONTEXT'} to allow it")
@@ -213,6 +221,10 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
     for dc in foreign:
         reasons.append(f"its DeviceClass {dc.name} selects devices by the fake driver's attributes "
                        f"({'; '.join(dc.selectors)}), which --device-class {target.device_class} cannot stand for")
+    for dc in sc.device_classes:
+        if dc.extended_resource_name:
+            reasons.append(f"its DeviceClass {dc.name} serves extended resource {dc.extended_resource_name}, which "
+                           f"--device-class {target.device_class} need not")
     if len(sc.device_classes) > 1 and not foreign:
         reasons.append(f"it tells {len(sc.device_classes)} DeviceClasses apart; --device-class names one")
     for w in sc.workloads:

@@ -208,3 +208,21 @@ def test_on_its_own_control_plane_node_and_control_plane_faults_apply() -> None:
                           "node-agent-restart", "node-loss-returns"}
     facts = local_facts(load_scenario(LIBRARY / "preempt-gang-member.yaml"))
     assert {n: len(d) for n, d in facts.devices.items()} == {"gpu-node-0": 4, "gpu-node-1": 4}
+
+
+def test_what_names_the_fake_drivers_devices_classes_or_load_is_not_applicable() -> None:
+    from draguard.chaos.load import LoadParams
+
+    sc = load_scenario(LIBRARY / "preempt-gang-member.yaml")
+    step = sc.timeline[0]
+    taint = dataclasses.replace(step, fault="device-taint", params=None,
+                                target=dataclasses.replace(step.target, device="gpu-3", node="gpu-node-0"))
+    load = dataclasses.replace(step, name="churn", fault="load", target=None,
+                               params=LoadParams.model_validate({"deviceClass": "gpu.draguard.dev", "sharing": "MPS"}))
+    cls = dataclasses.replace(sc.device_classes[0], extended_resource_name="example.com/gpu")
+    reasons, plan = decide(dataclasses.replace(sc, timeline=(taint, load), device_classes=(cls,)), TARGET, FACTS)
+    assert plan is None
+    assert f"step {taint.name} (device-taint) targets the fake device gpu-3" in reasons
+    assert any(r.startswith("step churn (load) names device class gpu.draguard.dev of the fake driver") for r in reasons)
+    assert any(r.startswith("step churn (load) names sharing MPS of the fake driver") for r in reasons)
+    assert any("serves extended resource example.com/gpu" in r for r in reasons)
