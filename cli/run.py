@@ -1,4 +1,8 @@
-"""``draguard run SCENARIO...`` and ``draguard cleanup``: play scenarios, undo what a crashed run left."""
+"""``draguard run SCENARIO...`` and ``draguard cleanup``: play scenarios, undo what a crashed run left.
+
+``--driver NAME --device-class NAME`` plays them against an installed DRA driver instead of the fake
+one (:mod:`draguard.harness.runner.retarget`): what a scenario needs and the driver cannot give makes
+it not applicable, reported with the reasons; a run where nothing was applicable exits 2."""
 
 from __future__ import annotations
 
@@ -68,7 +72,8 @@ def _interrupt(signum: int, frame: Any) -> None:
               help="Run the scenarios against this installed DRA driver (ResourceSlice spec.driver) instead of "
                    "the fake driver; needs --device-class and a cluster (--kubeconfig or $KUBECONFIG), or "
                    f"--cluster local for the upstream DRA test driver ({TEST_DRIVER_NAME}), which draguard runs itself.")
-@click.option("--device-class", metavar="NAME", help="The DeviceClass of the installed driver the workloads ask for.")
+@click.option("--device-class", metavar="NAME", help="The DeviceClass of the installed driver the workloads ask for "
+                                                     "(with --cluster local, draguard creates it).")
 @click.option("--allow-context", "allow", metavar="CONTEXT",
               help="With --driver: allow steps that touch more than the run's own objects (drain-node, "
                    "device-taint, load) on this kubeconfig context (a local draguard cluster is always allowed).")
