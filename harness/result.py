@@ -8,13 +8,19 @@ CI and tests rely on it)::
     {"schemaVersion": 1, "ok": bool, "exitCode": 0|1|2, "runId": str, "environment": {...},
      "checks": [{"id", "rule", "source", "status", "reason", "evidence": [...], "durationSeconds"}],
      "scenarios": [
-        {"name", "source", "seed", "ok", "error", "errorKind", "durationSeconds", "timeline": "<file>",
+        {"name", "source", "seed", "ok": bool|null, "outcome": "met"|"not-met"|"error"|"not-applicable",
+         "notApplicable": "<reason>"|null, "error", "errorKind", "durationSeconds", "timeline": "<file>",
          "environment": {...},
          "expectations": {"hold": [...], "violate": [...]},
          "invariants": {"<name>": {"status": "held"|"violated"|"not-checked", "expected": "hold"|"violate"|null,
-                                   "met": bool, "violations": [{"message", "objects", "devices", "time"}]}},
+                                   "met": bool, "violations": [{"message", "objects", "devices", "time"}],
+                                   "note": "<how it was judged, or why not>" (only when set)}},
          "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status"}],
          "expectationResults": [{"kind": "progress"|"evidence", "rule", "met", "detail"}]}]}
+
+A scenario not applicable on the driver ``draguard run --driver`` names (``notApplicable``: the
+reason) was not run: ``ok`` is null, it fails nothing, and a run in which no scenario was applicable
+exits 2 (nothing was checked).
 
 A step fails the scenario when its status is not ``ok`` and it is not ``optional``; so does an
 ``expect.progress`` or ``expect.evidence`` entry that was not met.
@@ -138,6 +144,8 @@ class InvariantResult:
     status: Status
     expected: Literal["hold", "violate"] | None
     violations: list[Evidence] = field(default_factory=list)
+    note: str = ""
+    """How it was judged when only part of what it reads was available, or why it was not checked."""
 
     @property
     def met(self) -> bool:
@@ -148,13 +156,16 @@ class InvariantResult:
         return True
 
     def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "expected": self.expected, "met": self.met, "summary": self.summary,
-                "violations": [v.as_dict() for v in self.violations]}
+        out = {"status": self.status, "expected": self.expected, "met": self.met, "summary": self.summary,
+               "violations": [v.as_dict() for v in self.violations]}
+        if self.note:
+            out["note"] = self.note
+        return out
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> InvariantResult:
         return cls(name, str(d.get("summary", "")), d["status"], d.get("expected"),
-                   [Evidence.from_dict(v) for v in d.get("violations") or ()])
+                   [Evidence.from_dict(v) for v in d.get("violations") or ()], str(d.get("note") or ""))
 
 
 @dataclass
@@ -250,23 +261,38 @@ class ScenarioResult:
     """The scenario's timeline events (not serialised into the verdict)."""
     expectation_results: list[ExpectationResult] = field(default_factory=list)
     """``expect.progress`` and ``expect.evidence``, each met or not."""
+    not_applicable: str | None = None
+    """Why the scenario was not run on this driver (``draguard run --driver``); None when it was run.
+    A scenario that is not applicable is neither met nor failed: ``ok`` is False, ``exit_code`` 0."""
+
+    @property
+    def outcome(self) -> Literal["met", "not-met", "error", "not-applicable"]:
+        if self.not_applicable is not None:
+            return "not-applicable"
+        if self.error is not None:
+            return "error"
+        return "met" if self.ok else "not-met"
 
     @property
     def ok(self) -> bool:
         """No error, every invariant as expected, every step ok (or optional), every expectation met."""
-        return (self.error is None and all(r.met for r in self.invariants.values())
+        return (self.not_applicable is None and self.error is None and all(r.met for r in self.invariants.values())
                 and all(s.status == "ok" or s.optional for s in self.steps)
                 and all(e.met for e in self.expectation_results))
 
     @property
     def exit_code(self) -> int:
+        if self.not_applicable is not None:
+            return errors.EXIT_OK  # it did not fail; RunResult.exit_code is 2 when nothing at all was applicable
         if self.error is not None:
             return max(exit_code_of(self.error_kind), errors.EXIT_FAILED)
         return errors.EXIT_OK if self.ok else errors.EXIT_FAILED
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "source": self.source, "seed": self.seed, "ok": self.ok, "error": self.error,
+            "name": self.name, "source": self.source, "seed": self.seed,
+            "ok": None if self.not_applicable is not None else self.ok, "outcome": self.outcome,
+            "notApplicable": self.not_applicable, "error": self.error,
             "errorKind": self.error_kind,
             "durationSeconds": round(self.duration, 2), "timeline": self.timeline_file,
             "environment": self.environment,
@@ -287,6 +313,7 @@ class ScenarioResult:
             hold=tuple(exp.get("hold") or ()), violate=tuple(exp.get("violate") or ()),
             environment=dict(d.get("environment") or {}), error_kind=d.get("errorKind"),
             expectation_results=[ExpectationResult.from_dict(e) for e in d.get("expectationResults") or ()],
+            not_applicable=d.get("notApplicable"),
         )
 
 
@@ -300,9 +327,10 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        if not self.scenarios and not self.checks:
+        run = [s for s in self.scenarios if s.not_applicable is None]
+        if not run and not self.checks:
             return False
-        return all(s.ok for s in self.scenarios) and not any(c.status in ("failed", "error") for c in self.checks)
+        return all(s.ok for s in run) and not any(c.status in ("failed", "error") for c in self.checks)
 
     @property
     def exit_code(self) -> int:
@@ -313,8 +341,8 @@ class RunResult:
             codes.append(errors.EXIT_FAILED)
         elif "error" in statuses:  # a check that could not run: the environment, unless another check failed
             codes.append(errors.EXIT_USAGE)
-        if not self.scenarios and not self.checks:
-            codes.append(errors.EXIT_USAGE)
+        if not self.checks and all(s.not_applicable is not None for s in self.scenarios):
+            codes.append(errors.EXIT_USAGE)  # nothing was run: no scenario, or none applicable on the driver
         return max(codes, default=errors.EXIT_OK)
 
     def as_dict(self) -> dict[str, Any]:

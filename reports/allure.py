@@ -63,9 +63,10 @@ def _scenario(w: _Writer, s: ScenarioResult, started: float) -> None:
     stop = _ms(started, s.duration)
     for inv in s.invariants.values():
         if inv.status == "not-checked":
-            status, message = AllureStatus.SKIPPED, f"not checked: {s.error or 'the run ended before it was judged'}"
+            status, message = AllureStatus.SKIPPED, (inv.note or f"not checked: {s.error or 'the run ended before it was judged'}")
         elif inv.met:
             status, message = AllureStatus.PASSED, f"{inv.status}" + (f" (expected {inv.expected})" if inv.expected else "")
+            message += f"; {inv.note}" if inv.note else ""
         else:
             status = AllureStatus.FAILED
             want = "hold" if inv.expected == "hold" else "be violated"
@@ -96,8 +97,9 @@ def _scenario(w: _Writer, s: ScenarioResult, started: float) -> None:
         uuid=str(uuid.uuid4()), name=f"{s.name}: run", fullName=f"draguard.scenario.{s.name}.run",
         historyId=f"scenario.{s.name}.run", testCaseId=f"scenario.{s.name}.run",
         description=f"{s.source}: chaos steps and timeline",
-        status=AllureStatus.BROKEN if s.error is not None else AllureStatus.FAILED if failed else AllureStatus.PASSED,
-        statusDetails=StatusDetails(message=s.error) if s.error else None,
+        status=(AllureStatus.SKIPPED if s.not_applicable is not None else AllureStatus.BROKEN if s.error is not None
+                else AllureStatus.FAILED if failed else AllureStatus.PASSED),
+        statusDetails=StatusDetails(message=s.not_applicable or s.error) if (s.not_applicable or s.error) else None,
         labels=_labels(s.name, "run", s.environment), steps=steps, attachments=attachments, start=_ms(started, 0), stop=stop,
     ))
 

@@ -43,7 +43,8 @@ def cases(result: RunResult) -> dict[str, Case]:
     out: dict[str, Case] = {}
     for s in result.scenarios:
         inputs = _inputs(s)
-        out[f"{s.name}/run"] = Case(f"{s.name}/run", "passed" if s.ok else "failed", (s.error,) if s.error else (),
+        run = "skipped" if s.not_applicable is not None else "passed" if s.ok else "failed"
+        out[f"{s.name}/run"] = Case(f"{s.name}/run", run, tuple(m for m in (s.error or s.not_applicable,) if m),
                                     s.duration, inputs)
         for name, inv in s.invariants.items():
             outcome = "skipped" if inv.status == "not-checked" else "passed" if inv.met else "failed"

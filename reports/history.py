@@ -37,7 +37,7 @@ def history_html(runs: list[tuple[str, RunResult]]) -> str:
         by_name = {s.name: s for s in r.scenarios}
         for name in scenarios:
             s = by_name.get(name)
-            outcome[name].append(None if s is None else 1.0 if s.ok else 0.0)
+            outcome[name].append(None if s is None or s.not_applicable is not None else 1.0 if s.ok else 0.0)
     rates = {n: sum(v for v in vals if v is not None) / max(1, sum(v is not None for v in vals)) for n, vals in outcome.items()}
     fig = go.Figure(go.Heatmap(
         z=[outcome[n] for n in scenarios], x=labels, y=scenarios, zmin=0, zmax=1,

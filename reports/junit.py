@@ -35,7 +35,7 @@ def _evidence_text(evidence: list[Evidence]) -> str:
 def _invariant_case(suite: ET.Element, s: ScenarioResult, inv: InvariantResult) -> str:
     case = ET.SubElement(suite, "testcase", classname=f"draguard.scenario.{s.name}", name=f"invariant {inv.name}", time="0")
     if inv.status == "not-checked":
-        why = s.error or "the run ended before this invariant was judged"
+        why = inv.note or s.error or "the run ended before this invariant was judged"
         ET.SubElement(case, "skipped", message=f"not checked: {why}")
         return "skipped"
     if not inv.met:
@@ -46,6 +46,8 @@ def _invariant_case(suite: ET.Element, s: ScenarioResult, inv: InvariantResult) 
         return "failure"
     out = ET.SubElement(case, "system-out")
     out.text = f"{inv.summary}\n{inv.status}" + (f" (expected: {inv.expected})" if inv.expected else " (not an expectation)")
+    if inv.note:
+        out.text += f"\n{inv.note}"
     if inv.violations:
         out.text += "\n" + _evidence_text(inv.violations)
     return "passed"
@@ -98,6 +100,10 @@ def to_xml(result: RunResult) -> str:
         for key, value in (("source", s.source), ("seed", s.seed), *sorted(s.environment.items())):
             ET.SubElement(props, "property", name=str(key), value=str(value))
         outcomes: list[str] = []
+        if s.not_applicable is not None:  # not run on this driver: one skipped case with the reason
+            case = ET.SubElement(suite, "testcase", classname=f"draguard.scenario.{s.name}", name="run", time="0")
+            ET.SubElement(case, "skipped", message=s.not_applicable[:500]).text = s.not_applicable
+            outcomes.append("skipped")
         if s.error is not None:
             case = ET.SubElement(suite, "testcase", classname=f"draguard.scenario.{s.name}", name="run", time=f"{s.duration:.3f}")
             ET.SubElement(case, "error", message=s.error[:500], type=s.error_kind or "error").text = s.error

@@ -1,7 +1,8 @@
 """``terminal``: the verdict table on stderr, and the live progress of a run.
 
 Signs: ``✓`` an expectation met, ``✗`` one not met, ``–`` an invariant that was never checked (the
-run stopped before it could be judged; the error says why). A run stopped by an unusable
+run stopped before it could be judged, or it cannot be judged on an installed driver; the error or
+the invariant's note says why). A scenario not applicable on the driver shows as such, with the reason. A run stopped by an unusable
 environment prints that one error, not a column of failed invariants.
 
 :class:`RunProgress` is the progress callback the CLI hands to the runner: one line per phase with
@@ -43,6 +44,8 @@ def invariant_mark(inv: InvariantResult) -> str:
 
 
 def _invariants(s: ScenarioResult) -> str:
+    if s.not_applicable is not None:
+        return "[dim]– not run (see the reason below)[/dim]"
     if s.error is not None and all(inv.status == "not-checked" for inv in s.invariants.values()):
         return "[dim]– none judged (see the error below)[/dim]"
     parts = []
@@ -57,6 +60,8 @@ def _invariants(s: ScenarioResult) -> str:
 
 
 def _result_cell(s: ScenarioResult) -> str:
+    if s.not_applicable is not None:
+        return "[yellow]not applicable[/yellow]"
     if s.error is not None and s.exit_code == EXIT_USAGE:
         return "[red]ERROR[/red]"
     return "[green]met[/green]" if s.ok else "[red]NOT met[/red]"
@@ -85,6 +90,9 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
             checks.add_row(c.id, f"[{colours[c.status]}]{c.status}[/]", c.reason)
         console.print(checks)
     for s in result.scenarios:
+        if s.not_applicable is not None:
+            say(f"[yellow]{s.name}: {escape(s.not_applicable)}[/yellow]")
+            continue
         if s.error is not None and s.exit_code == EXIT_USAGE:
             # An unusable input or environment: one clear error; nothing was judged.
             say(f"[red]{s.name}: error: {escape(s.error)}[/red]")
@@ -106,6 +114,13 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
         unchecked = [n for n, inv in s.invariants.items() if inv.expected and inv.status == "not-checked"]
         if unchecked:
             say(f"{s.name}: not checked: {', '.join(unchecked)}", "dim")
+        for name, inv in s.invariants.items():
+            if inv.note:
+                say(f"{s.name}: {name}: {escape(inv.note)}", "dim")
+    applicable = [s for s in result.scenarios if s.not_applicable is None]
+    if len(applicable) < len(result.scenarios):
+        say(f"{len(result.scenarios) - len(applicable)} of {len(result.scenarios)} scenario(s) not applicable on "
+            f"this driver (not run); {sum(s.ok for s in applicable)} of {len(applicable)} run met their expectations")
     for c in result.checks:
         if c.status in ("failed", "error"):
             say(f"[red]{c.id}: {c.status}: {escape(c.reason)}[/red]")

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..driver.faults import CrashPoint
 from ..errors import UsageError
@@ -92,6 +92,9 @@ class RunHandles:
     """The kubeconfig of the run's cluster (for steps that start processes against it, e.g. ``load``)."""
     report_dir: Path | None = None
     """This scenario's report folder (``<report-dir>/<scenario>``), for steps that write evidence."""
+    external_drivers: dict[str, Any] = field(default_factory=dict)
+    """The upstream DRA test driver's process per node, when the run started it (``draguard run
+    --cluster local --driver test-driver.cdi.k8s.io``)."""
 
     @property
     def driver_name(self) -> str:

@@ -151,7 +151,9 @@ def pod_group(workload: Workload, namespace: str, run: str) -> Obj:
             "spec": {"schedulingPolicy": {"gang": {"minCount": workload.min_count}}}}
 
 
-def pod(workload: Workload, member: int, namespace: str, run: str, scenario: str) -> Obj:
+def pod(workload: Workload, member: int, namespace: str, run: str, scenario: str,
+        nodes: list[str] | None = None) -> Obj:
+    """A workload member's pod; ``nodes`` pins it to those nodes (a scenario retargeted at a cluster's nodes)."""
     labels = _labels(run, **{WORKLOAD_LABEL: workload.name, MEMBER_LABEL: str(member), SCENARIO_LABEL: scenario})
     container: dict[str, Any] = {"name": "main", "image": workload.image or PAUSE_IMAGE}
     resources: dict[str, Any] = {}
@@ -178,6 +180,9 @@ def pod(workload: Workload, member: int, namespace: str, run: str, scenario: str
             else {"name": c.name, "resourceClaimName": _claim_object_name(workload, c)}
             for c in workload.claims
         ]
+    if nodes:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}]}]}}}
     if workload.priority_class_name:
         spec["priorityClassName"] = workload.priority_class_name
     elif workload.priority is not None:

@@ -64,6 +64,7 @@ from . import deploy
 from .context import RunHandles, StepContext
 from .incremental import INCREMENTAL, Incremental
 from .journal import RUN_LABEL, Journal, delete_labelled
+from .retarget import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes
 from .observe import Observer, Timeline
 from .timeline import StepRun, TimelinePlayer
 
@@ -188,9 +189,10 @@ class Runner:
             "featureGates": {**dict(sc.cluster.feature_gates),
                              **{g: on for g, on in kube.feature_gates().items() if _dra_gate(g) or g in sc.cluster.feature_gates}},
             "driver": {"name": sc.driver.name, "kind": sc.driver.kind, "mutant": sc.driver.mutant,
+                       "deviceClass": sc.driver.device_class,
                        "version": draguard_version() if sc.driver.kind == "fake" else None,
                        "interposed": bool(sc.driver.interpose)},
-            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" else
+            "nodeAgent": ("the cluster's kubelets" if sc.driver.kind != "fake" and backend != "local" else
                           {frozenset({"fake"}): "draguard fake nodes", frozenset({"kubelet"}): "hollow DRA kubelets"}.get(
                               frozenset(n.agent for n in sc.nodes), "draguard fake nodes and hollow DRA kubelets")),
             "nodeAgents": {n.name: n.agent for n in sc.nodes},
@@ -232,9 +234,16 @@ class Runner:
     def _fleet(self) -> None:
         h = self._h()
         sc = self.scenario
+        if sc.driver.kind == "external" and h.cluster is not None:
+            self._external_fleet()
+            return
         if sc.driver.kind == "external":
             self.log(f"external driver {sc.driver.name}: using the cluster's nodes and slices")
             self._wait_slices(set(), timeout=30)
+            pinned = pinned_nodes(sc)
+            if pinned:  # the inventory no-leak compares with: this run's nodes, what no one held at the start
+                self.initial_inventory = frozenset(DeviceId(*d) for d in free_devices(h.kube, sc.driver.name, pinned))
+                self.log(f"pods pinned to {', '.join(pinned)}: {len(self.initial_inventory)} free device(s) there")
             return
         from ..driver.process import FakeDriverProcess
         from ..nodes.process import FakeNodesProcess
@@ -308,6 +317,48 @@ class Runner:
                  + (", behind the gRPC interposer" if h.interposer else "")
                  + f" ({hosting}, {time.monotonic() - started:.1f}s)")
 
+    def _external_fleet(self) -> None:
+        """On a control plane of its own, draguard runs the one driver written by others it can: the
+        upstream DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), one process per node
+        with as many devices as the scenario's node, on fake nodes or hollow kubelets, and the DeviceClass."""
+        from ..driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
+        from ..nodes.process import FakeNodesProcess
+        from .retarget import scenario_devices
+
+        h = self._h()
+        sc = self.scenario
+        assert h.cluster is not None
+        if sc.driver.name != TEST_DRIVER_NAME:
+            raise UsageError(f"driver {sc.driver.name}: on a control plane of its own draguard runs only the upstream "
+                             f"DRA test driver ({TEST_DRIVER_NAME}); for an installed driver give --kubeconfig")
+        started = time.monotonic()
+        binary = find_test_driver(self.options.bin_dir)
+        h.node_root.mkdir(parents=True, exist_ok=True)
+        self._kubelets(h.cluster.kubeconfig)  # a kubelet wipes its node's slices when it starts: before the drivers
+        names = [n.name for n in sc.nodes if n.agent != "kubelet"]
+        if names:
+            h.nodes = FakeNodesProcess(h.cluster.kubeconfig, names, root=h.node_root, run_label=self.run_id)
+            h.nodes.start()
+            if h.nodes.pid:
+                h.journal.process(h.nodes.pid, "draguard nodes")
+        if sc.driver.device_class:
+            cls = external_device_class(sc.driver.device_class, sc.driver.name)
+            cls["metadata"]["labels"] = {RUN_LABEL: self.run_id}
+            self._create(cls)
+        devices = scenario_devices(sc)
+        for node in sc.nodes:  # the test driver's slice is owned by its Node: the node registers first
+            proc = ExternalPluginProcess(h.cluster.kubeconfig, node.name, root=h.node_root, driver=sc.driver.name,
+                                         devices=devices[node.name], binary=binary)
+            h.external_drivers[node.name] = proc
+            proc.start()
+            if proc.pid:
+                h.journal.process(proc.pid, f"DRA test driver on {node.name}")
+        for kubelet in h.kubelets.values():
+            kubelet.wait_registered(sc.driver.name)
+        self._wait_slices({n.name for n in sc.nodes}, timeout=60)
+        self.log(f"upstream DRA test driver {sc.driver.name} published {len(self.initial_inventory)} devices on "
+                 f"{len(sc.nodes)} node(s) ({time.monotonic() - started:.1f}s)")
+
     def _kubelets(self, kubeconfig: Path) -> None:
         """Start a hollow DRA kubelet for each node with ``agent: kubelet`` (local backend only)."""
         h = self._h()
@@ -367,7 +418,8 @@ class Runner:
         self._create_all(first)
         # Workloads that arrive with a later step (preempt) are held back until it creates them.
         deferred = deploy.deferred_workloads(sc)
-        pods = [deploy.pod(w, member, h.namespace, self.run_id, sc.name)
+        pinned = pinned_nodes(sc)
+        pods = [deploy.pod(w, member, h.namespace, self.run_id, sc.name, pinned)
                 for w, member in deploy.creation_order(sc) if w.name not in deferred]  # fmt: skip
         started = time.monotonic()
         # Interleaved workloads (a0, b0, a1, ...) reproduce a race that needs that order: one at a time.
@@ -381,7 +433,8 @@ class Runner:
         """Create the pods of a deferred workload (``arrive``, ``preempt``)."""
         h = self._h()
         w = self.scenario.workload(workload)
-        self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name)
+        self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name,
+                                     pinned_nodes(self.scenario))
                           for member in range(w.replicas)])  # fmt: skip
 
     def _create_all(self, objs: list[Obj], parallel: int = BULK_PARALLEL) -> None:
@@ -501,7 +554,8 @@ class Runner:
                 return False
             if any((c.get("status") or {}).get("reservedFor") for c in h.observer.objects("ResourceClaim")):
                 return False
-            return all(not self._driver_state(n).prepared for n in h.drivers) and not self._calls_in_flight()
+            return (all(not self._driver_state(n).prepared for n in h.drivers) and not self._calls_in_flight()
+                    and not any(s.prepared for s in self._external_states()))
 
         deadline = time.monotonic() + timeout
         gone = h.observer.wait_for(quiet, timeout)
@@ -516,6 +570,16 @@ class Runner:
         self.log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s"
                  + (f"; calls still in flight: {busy}" if busy else ""))
         self._judge(judged("after-cleanup"))
+
+    def _external_states(self) -> tuple[NodeDriverState, ...]:
+        """What the upstream test driver holds prepared on each node it runs on for this run, seen from
+        outside: its CDI spec files (one per claim and request, removed at unprepare; it keeps no other
+        record on disk: test/e2e/dra/test-driver/app/kubeletplugin.go)."""
+        out = []
+        for node, proc in self._h().external_drivers.items():
+            uids = frozenset(proc.prepared_claims())
+            out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids))
+        return tuple(out)
 
     def _calls_in_flight(self) -> bool:
         from ..driver.inflight import in_flight
@@ -532,6 +596,8 @@ class Runner:
             self.result.timeline = TimelineEvents(tuple(h.timeline.events()))
             if cluster is None:  # a shared cluster: remove exactly what this run created
                 delete_labelled(h.kube, self.run_id)
+            for external in h.external_drivers.values():
+                external.stop()
             if h.driver_host is not None:
                 h.driver_host.stop()
             else:
@@ -620,7 +686,7 @@ class Runner:
                  min_count=w.min_count, grace=grace)
             for w in self.scenario.workloads
         )
-        drivers = tuple(self._driver_state(n) for n in h.drivers)
+        drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
         truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
         return Snapshot(
@@ -691,7 +757,13 @@ class Runner:
             )
             found = list(self.violations.get(entry.name, {}).values())
             status: Status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
-            self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found)
+            note = ""
+            if self.scenario.driver.kind == "external":  # an installed driver: no books, no device truth
+                if entry.name in NOT_JUDGED:
+                    status, found, note = "not-checked", [], f"not checked on an installed driver: {NOT_JUDGED[entry.name]}"
+                elif entry.name in PARTIAL and status != "not-checked":
+                    note = (LOCAL_PARTIAL if self._h_or_none() and self._h().external_drivers else PARTIAL)[entry.name]
+            self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found, note)
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
                 self.result.error = f"invariant {name} could not be judged (the run stopped early)"
@@ -743,6 +815,9 @@ class Runner:
             self.result.steps.append(StepResult(
                 step.name, step.fault, run.ran if run.ran is not None else (run.due or 0.0), status == "ok", detail,
                 due=run.due, ran=run.ran, finished=run.finished, fired=fired, optional=step.optional, status=status))
+
+    def _h_or_none(self) -> RunHandles | None:
+        return self._handles
 
     def _namespace(self) -> str:
         return self._handles.namespace if self._handles is not None else ""
