@@ -54,6 +54,8 @@ CASES: dict[str, tuple[str | None, ...]] = {
     "force-delete-driver-down": ("step down (driver-down) " + FAKE_FAULT,),
     "reset-failure-correct-driver": ("step 0-reset-failure (reset-failure) " + FAKE_FAULT,),
     "slow-reset-does-not-block-prepare": ("step slow (reset-slow) " + FAKE_FAULT,),
+    "failing-claim-does-not-strand-batch": ("step reset-fails (reset-failure) " + FAKE_FAULT,
+                                            "claim old/healthy selects by the fake driver's attribute(s) index"),
     "unprepare-failure-handoff-correct-driver": (
         "step 0-unprepare-failure (unprepare-failure) " + FAKE_FAULT,
         "it needs 1 node(s) with exactly 2 device(s) each (its workloads ask for 4 against 2 in its topology"),
