@@ -744,6 +744,11 @@ class Runner:
                 step.name, step.fault, run.ran if run.ran is not None else (run.due or 0.0), status == "ok", detail,
                 due=run.due, ran=run.ran, finished=run.finished, fired=fired, optional=step.optional, status=status))
 
+    def live_kube(self) -> Kube | None:
+        """The run's API client once its cluster is up and until teardown (samplers such as the benchmarks use it)."""
+        h = self._handles
+        return h.kube if h is not None else None
+
     def _namespace(self) -> str:
         return self._handles.namespace if self._handles is not None else ""
 
