@@ -356,6 +356,10 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
                          devices: int = 10, scheduler_perf: bool | None = None) -> dict[str, Any]:  # fmt: skip
     """``scheduler_perf``: None runs upstream scheduler_perf when it is built (else says why not), True requires it."""
     runs: list[dict[str, Any]] = []
+    if scheduler_perf:  # required: say it is missing before minutes of the other measurements
+        from .schedperf import find_scheduler_perf
+
+        find_scheduler_perf()
     for i in range(repeat):
         default = _control_plane_only(nodes, pods, devices, None, progress)
         raised = _control_plane_only(nodes, pods, devices, 500, progress)
