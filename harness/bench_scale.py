@@ -1,14 +1,16 @@
 """Benchmarks of the work itself: pods with device claims scheduled, prepared, run and released at scale.
 
 - ``dra-throughput`` (scheduler_perf's ``SchedulingWithResourceClaimTemplate`` shape: N nodes, P pods
-  with one template claim each): four measurements in one run, each on a fresh local control plane,
+  with one template claim each): five measurements in one run, each on a fresh local control plane,
   so their ratios hold on a noisy machine:
 
   1. ``control-plane, default limits``: Nodes and ResourceSlices written straight to the API (no
      driver, no kubelet, no draguard runner), P pods created 16 at a time, with the components'
      upstream client rate limits (scheduler 50/100, controller manager 20/30);
   2. ``control-plane, raised limits``: the same with draguard's defaults (500/1000) — the
-     "scheduler alone" figure draguard is compared with;
+     "scheduler alone" figure draguard is compared with; then once more with every node's Lease
+     renewed every 10 s as the fake node agent does (``control_plane_with_leases``): the share of
+     the gap to draguard that the fleet's heartbeats alone explain;
   3. ``draguard``: the runner end to end (fake nodes, the driver host, pods created, prepared,
      Running, deleted), raised limits. The pods stay until all are Running (the scenario settles
      after 4 quiet seconds, within a timeout scaled to the pod count), then are deleted; the time
@@ -41,6 +43,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import tempfile
@@ -168,15 +171,24 @@ def _watch_pod_times(kube: Kube, namespace: str, stop: threading.Event) -> tuple
     return scheduled, running
 
 
-def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, progress: Progress) -> dict[str, Any]:
-    """Nodes and slices straight to the API, pods created 16 at a time: what the scheduler alone does."""
+def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, progress: Progress,
+                        leases: bool = False) -> dict[str, Any]:  # fmt: skip
+    """Nodes and slices straight to the API, pods created 16 at a time: what the scheduler alone does.
+
+    ``leases``: every node's Lease is also renewed every 10 s, spread over the interval as the fake node
+    agent does (:class:`~.nodes.heartbeat.Heartbeats`), so the control plane carries the fleet's
+    heartbeats and nothing else of the harness.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from .driver.slices import SlicePublisher
     from .driver.topology import generic, resolve
-    from .nodes.node import NodeSpec, patch_status, register_node
+    from .nodes.heartbeat import Heartbeats
+    from .nodes.node import NodeSpec, patch_status, register_node, renew_lease
 
     # None: no flag at all, so each component keeps its upstream default (scheduler 50/100, KCM 20/30).
     config = ClusterConfig(client_qps=qps, client_burst=qps * 2 if qps else None)
-    label = f"{qps}/{qps * 2}" if qps else "upstream defaults"
+    label = (f"{qps}/{qps * 2}" if qps else "upstream defaults") + (", node leases renewed" if leases else "")
     with LocalCluster(f"bench-cp-{os.getpid()}-{uuid.uuid4().hex[:4]}", config, progress=lambda m: None) as cluster:
         kube = cluster.kube()
         run = uuid.uuid4().hex[:6]
@@ -191,6 +203,11 @@ def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, pr
         for result in kube.bulk(node, specs, 8):
             if isinstance(result, Exception):
                 raise result
+        pool = ThreadPoolExecutor(8, thread_name_prefix="bench-lease")
+        beats = Heartbeats(pool, 10.0)
+        if leases:
+            beats.add_all({spec.name: functools.partial(renew_lease, kube, spec) for spec in specs})
+            beats.start()
         kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
                      "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}})  # fmt: skip
         ns = f"bench-{run}"
@@ -208,6 +225,8 @@ def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, pr
         while len(scheduled) < pods and time.monotonic() < deadline:
             time.sleep(0.5)
         stop.set()
+        beats.stop()
+        pool.shutdown(wait=True)
         out = {"limits": label, "pods": pods, "nodes": nodes, "scheduled": len(scheduled),
                "created_per_s": round(pods / created, 1), "scheduled_per_s": _rate(list(scheduled.values())),
                "wall_s": round(time.monotonic() - t0, 1)}  # fmt: skip
@@ -363,11 +382,13 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
     for i in range(repeat):
         default = _control_plane_only(nodes, pods, devices, None, progress)
         raised = _control_plane_only(nodes, pods, devices, 500, progress)
+        with_leases = _control_plane_only(nodes, pods, devices, 500, progress, leases=True)
         dg = _draguard(nodes, pods, devices, progress)
         perf = _scheduler_perf(nodes, pods, devices, progress, scheduler_perf)
         ratio = (dg["scheduled_per_s"] / raised["scheduled_per_s"]) if dg["scheduled_per_s"] and raised["scheduled_per_s"] else None
         perf_ratio = (dg["scheduled_per_s"] / perf["scheduled_per_s"]) if dg["scheduled_per_s"] and perf.get("scheduled_per_s") else None
-        runs.append({"control_plane_default_limits": default, "control_plane_raised_limits": raised, "draguard": dg,
+        runs.append({"control_plane_default_limits": default, "control_plane_raised_limits": raised,
+                     "control_plane_with_leases": with_leases, "draguard": dg,
                      "scheduler_perf": perf,
                      "draguard_over_control_plane": round(ratio, 3) if ratio else None,
                      "draguard_over_scheduler_perf": round(perf_ratio, 3) if perf_ratio else None})  # fmt: skip
@@ -386,6 +407,7 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
         "median": med(lambda r: r["draguard"]["scheduled_per_s"]),
         "control_plane_default_limits_median": med(lambda r: r["control_plane_default_limits"]["scheduled_per_s"]),
         "control_plane_raised_limits_median": med(lambda r: r["control_plane_raised_limits"]["scheduled_per_s"]),
+        "control_plane_with_leases_median": med(lambda r: r["control_plane_with_leases"]["scheduled_per_s"]),
         "scheduler_perf_median": med(lambda r: r["scheduler_perf"].get("scheduled_per_s")),
         "draguard_running_per_s_median": med(lambda r: r["draguard"]["running_per_s"]),
         "draguard_over_control_plane_median": med(lambda r: r["draguard_over_control_plane"]),

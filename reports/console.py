@@ -185,7 +185,8 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
             table.add_row(name, str(r["median"]), "pods/s scheduled",
                           f"{r['nodes']} nodes, {r['pods']} pods; upstream threshold {r['upstream_threshold_pods_per_s']} "
                           f"(5000 pods at 500 nodes); control plane alone {r['control_plane_raised_limits_median']} "
-                          f"(upstream client limits: {r['control_plane_default_limits_median']}); {perf_text}; "
+                          f"(upstream client limits: {r['control_plane_default_limits_median']}; with the nodes' "
+                          f"Lease renewals: {r.get('control_plane_with_leases_median')}); {perf_text}; "
                           f"draguard/alone {r['draguard_over_control_plane_median']}; Running/s "
                           f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
                           f"machine, peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "

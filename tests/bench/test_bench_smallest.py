@@ -24,6 +24,7 @@ def test_dra_throughput_at_its_smallest(tmp_path: Path) -> None:
     sample = r["samples"][0]
     assert sample["control_plane_default_limits"]["scheduled"] == 12
     assert sample["control_plane_raised_limits"]["scheduled"] == 12
+    assert sample["control_plane_with_leases"]["scheduled"] == 12
     assert sample["draguard"]["running"] == 12 and sample["draguard"]["ok"], sample["draguard"]
     assert sample["draguard"]["harness_overhead"]["peak_rss_mib"] > 0
     assert sample["draguard"]["prepare_lag_s"]["n"] == 12 and sample["draguard"]["prepare_lag_s"]["max"] > 0
