@@ -147,7 +147,9 @@ def restart(name: str, component: str) -> None:
 @command.command("build")
 @click.option("--force", is_flag=True, help="Rebuild even if the cache has the binaries.")
 @click.option("--download/--no-download", default=True, help="Try the official release binaries first.")
-def build(force: bool, download: bool) -> None:
+@click.option("--scheduler-perf", is_flag=True,
+              help="Also build upstream scheduler_perf's DRA test binary (optional; `draguard bench dra-throughput` runs it).")
+def build(force: bool, download: bool, scheduler_perf: bool) -> None:
     """Fetch or build the control-plane binaries (and draguard-kubelet) into the cache and print their directory."""
     entry = bins.cache_entry()
     if force and entry.exists():
@@ -156,6 +158,8 @@ def build(force: bool, download: bool) -> None:
         shutil.rmtree(entry)
     found = bins.resolve(allow_download=download, progress=_progress)
     bins.ensure_built(found, (bins.KUBELET,), progress=_progress)  # the hollow DRA kubelet, beside the control plane
+    if scheduler_perf:
+        bins.ensure_built(found, (bins.SCHEDULER_PERF,), progress=_progress)
     click.echo(str(found.directory))
 
 

@@ -88,7 +88,9 @@ def command(
     if workers < 1:
         raise UsageError(f"--workers {workers}: must be at least 1")
     specs = [NodeSpec(n, labels=extra, run_id=run_label) for n in names]
-    kube = Kube.from_kubeconfig(kubeconfig)
+    # One connection per thread that calls the API: the sync workers, the pool of heartbeats (as many
+    # again, see FakeNodes), the pod watch and the event recorder.
+    kube = Kube.from_kubeconfig(kubeconfig, pool_size=2 * max(4, workers) + 4)
     fake = FakeNodes(
         kube,
         specs,

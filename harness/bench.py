@@ -10,6 +10,8 @@ Benchmarks (each repeated; medians reported, never a single timing):
   against the official client's typed models, measured alternately in the same run (the ratio is
   why :mod:`draguard.harness.kube` works on dicts);
 - ``scenario-load``: validating every scenario file of the library;
+- ``driver-calls``: the fake driver's prepare/unprepare latency and calls per second against the
+  upstream test driver on the same node layout, as ratios (:mod:`.bench_driver`);
 - ``kubelet``: the hollow DRA kubelet's start-up time and memory, and one pod's bind-to-Running on a
   hollow kubelet and on the fake agent side by side.
 
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import bench_scale
+from . import bench_driver, bench_scale
 from .cluster.local import LocalCluster
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
@@ -144,6 +146,7 @@ BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "dra-throughput": bench_scale.bench_dra_throughput,
     "invariant-cost": bench_scale.bench_invariant_cost,
     "churn": bench_scale.bench_churn,
+    "driver-calls": bench_driver.bench_driver_calls,
     "library-wall": bench_scale.bench_library_wall,
     "kubelet": bench_kubelet,
 }

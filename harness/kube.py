@@ -119,15 +119,18 @@ T = TypeVar("T")
 class Kube:
     """A connection to one API server. Thread-safe: the underlying urllib3 pool is."""
 
-    def __init__(self, configuration: Configuration) -> None:
+    def __init__(self, configuration: Configuration, pool_size: int = 0) -> None:
         # The library sizes the pool by CPU count (10 on 2 cores); bulk calls run up to BULK_PARALLEL at once.
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 2 * BULK_PARALLEL)
+        # A caller with more threads than that passes ``pool_size``: past the pool's size every call opens a
+        # new TLS connection and urllib3 discards it afterwards ("Connection pool is full").
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 2 * BULK_PARALLEL,
+                                                    pool_size)  # fmt: skip
         self.configuration = configuration
         self._api = ApiClient(configuration)
         self._pool = self._api.rest_client.pool_manager
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None) -> Kube:
+    def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None, pool_size: int = 0) -> Kube:
         cfg = Configuration()
         try:
             kube_config.load_kube_config(
@@ -135,7 +138,7 @@ class Kube:
             )
         except Exception as exc:  # the library raises bare ConfigException, IOError, yaml errors
             raise HarnessError(f"{path or '~/.kube/config'}: cannot load kubeconfig: {exc}") from exc
-        return cls(cfg)
+        return cls(cfg, pool_size)
 
     # -- paths -------------------------------------------------------------------------------
     @staticmethod

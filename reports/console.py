@@ -179,13 +179,24 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
             table.add_row(name, f"{r['plain_median']} vs {r['typed_median']}", r["unit"],
                           f"typed models {r['ratio_typed_over_plain']}x slower than plain JSON")  # fmt: skip
         elif name == "dra-throughput":
+            perf = r.get("scheduler_perf_median")
+            perf_text = (f"upstream scheduler_perf {perf} (draguard/scheduler_perf {r.get('draguard_over_scheduler_perf_median')})"
+                         if perf is not None else f"upstream scheduler_perf not run: {r.get('upstream_scheduler_perf')}")
             table.add_row(name, str(r["median"]), "pods/s scheduled",
                           f"{r['nodes']} nodes, {r['pods']} pods; upstream threshold {r['upstream_threshold_pods_per_s']} "
-                          f"(at 500 nodes); control plane alone {r['control_plane_raised_limits_median']} "
-                          f"(upstream client limits: {r['control_plane_default_limits_median']}); "
+                          f"(5000 pods at 500 nodes); control plane alone {r['control_plane_raised_limits_median']} "
+                          f"(upstream client limits: {r['control_plane_default_limits_median']}; with the nodes' "
+                          f"Lease renewals: {r.get('control_plane_with_leases_median')}); {perf_text}; "
                           f"draguard/alone {r['draguard_over_control_plane_median']}; Running/s "
                           f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
-                          f"machine, peak {r['harness_peak_rss_mib_median']} MiB")  # fmt: skip
+                          f"machine, peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "
+                          f"{r.get('prepare_lag_p99_s_median')} s, lease age max {r.get('lease_age_max_s_median')} s")  # fmt: skip
+        elif name == "driver-calls":
+            table.add_row(name, str(r["median"]), r["unit"],
+                          f"fake/upstream prepare latency {r['prepare_latency_ratio_median']}, unprepare "
+                          f"{r['unprepare_latency_ratio_median']}, throughput upstream/fake "
+                          f"{r['throughput_ratio_median']} ({r['claims']} claims, {r['parallel']} at a time); "
+                          f"target {r['target']}: {'met' if r['met'] else 'NOT met'}")  # fmt: skip
         else:
             detail = f"target {r['target']}: {'met' if r['met'] else 'NOT met'}" if "target" in r else ""
             table.add_row(name, str(r["median"]), r["unit"], detail)

@@ -50,6 +50,8 @@ __all__ = [
     "KUBELET",
     "ensure_built",
     "sources_digest",
+    "SCHEDULER_PERF",
+    "SCHEDULER_PERF_DATA",
 ]
 
 K8S_VERSION = "v1.37.2"
@@ -57,6 +59,13 @@ ETCD_VERSION = "v3.7.0"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 TEST_DRIVER = "dra-test-driver"
 """The upstream DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), built beside the control plane."""
+
+SCHEDULER_PERF = "scheduler-perf-dra.test"
+"""Upstream scheduler_perf's DRA benchmarks (``k8s.io/kubernetes/test/integration/scheduler_perf/dra``), a
+test binary (``go test -c``) built into the cache only on request: ``draguard cluster build --scheduler-perf``."""
+SCHEDULER_PERF_DATA = "scheduler-perf"
+"""Beside it in the cache entry: the files the test binary reads at run time (its performance-config.yaml and
+templates, and the test API server's serving-cert fixtures), copied from the module at build time."""
 
 KUBELET = "draguard-kubelet"
 """draguard's hollow DRA kubelet (``harness/kubelet/*.go``), built from the same module as the control plane."""
@@ -69,6 +78,7 @@ _GO_PACKAGES = {
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
     "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     TEST_DRIVER: "k8s.io/kubernetes/test/e2e/dra/test-driver",
+    SCHEDULER_PERF: "k8s.io/kubernetes/test/integration/scheduler_perf/dra",
     KUBELET: "./kubelet",
 }
 _RELEASE_DATE = "2026-10-27T12:01:04Z"  # k8s.io/kubernetes v1.37.2 module time, stamped as buildDate
@@ -254,6 +264,8 @@ def _go_build(go: str, name: str, out: Path, workdir: Path, version: str, log: I
               progress: Progress) -> None:
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
     cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(version), "-o", str(out), _GO_PACKAGES[name]]
+    if name == SCHEDULER_PERF:  # a test package: `go test -c`, no vet (vet re-analyses every dependency)
+        cmd = [go, "test", "-c", "-vet=off", "-trimpath", "-ldflags", _ldflags(version), "-o", str(out), _GO_PACKAGES[name]]
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     count = 0
@@ -274,6 +286,35 @@ def _go_build(go: str, name: str, out: Path, workdir: Path, version: str, log: I
         raise HarnessError(f"go build of {name} failed (full log: {log.name}):\n{tail}")
 
 
+def _stage_scheduler_perf_data(go: str, workdir: Path, dest: Path) -> None:
+    """Copy what the scheduler_perf test binary reads at run time out of the module (see SCHEDULER_PERF_DATA).
+
+    - ``config/``: ``test/integration/scheduler_perf/dra/performance-config.yaml`` and its ``templates/``
+      (the binary reads them relative to its working directory);
+    - ``src/k8s.io/kubernetes@<version>/cmd/kube-apiserver/app/testing/testdata``: the test API server
+      finds its serving-cert fixtures from its own source path, which ``-trimpath`` makes relative; it
+      then joins ``$TEST_SRCDIR/$TEST_WORKSPACE`` in front (``cmd/kube-apiserver/app/testing/testserver.go``,
+      pkgPath), so the run sets TEST_SRCDIR to ``src``.
+    """
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    module = subprocess.run([go, "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes"], cwd=workdir, env=env,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    if module.returncode != 0 or not module.stdout.strip():
+        raise HarnessError(f"cannot locate the k8s.io/kubernetes module source: {module.stderr.strip()[-500:]}")
+    src = Path(module.stdout.strip())
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    perf = src / "test/integration/scheduler_perf/dra"
+    shutil.copytree(perf / "templates", partial / "config" / "templates")
+    shutil.copy(perf / "performance-config.yaml", partial / "config" / "performance-config.yaml")
+    fixtures = f"{src.name}/cmd/kube-apiserver/app/testing/testdata"
+    shutil.copytree(src.parent / fixtures, partial / "src" / "k8s.io" / fixtures)
+    for p in partial.rglob("*"):  # the module cache is read-only: so would the copies be
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.rename(dest)
+
+
 def ensure_built(entry: Binaries, components: tuple[str, ...] = (KUBELET,), progress: Progress = print) -> None:
     """Build ``components`` into an existing cache entry if they are missing or (the kubelet) stale.
 
@@ -292,7 +333,8 @@ def ensure_built(entry: Binaries, components: tuple[str, ...] = (KUBELET,), prog
         raise HarnessError(f"binary directory {entry.directory} has no readable manifest.json: {exc}") from exc
     digest = sources_digest()
     todo = [c for c in components
-            if not entry.has(c) or (c == KUBELET and manifest.get("sources", {}).get(c) != digest)]
+            if not entry.has(c) or (c == KUBELET and manifest.get("sources", {}).get(c) != digest)
+            or (c == SCHEDULER_PERF and not (entry.directory / SCHEDULER_PERF_DATA).is_dir())]
     if not todo:
         return
     go = shutil.which("go")
@@ -307,6 +349,8 @@ def ensure_built(entry: Binaries, components: tuple[str, ...] = (KUBELET,), prog
                 partial = entry.directory / f".{name}.partial"
                 try:
                     _go_build(go, name, partial, workdir, K8S_VERSION, log, started, progress)
+                    if name == SCHEDULER_PERF:
+                        _stage_scheduler_perf_data(go, workdir, entry.directory / SCHEDULER_PERF_DATA)
                     partial.rename(entry.directory / name)
                 finally:
                     partial.unlink(missing_ok=True)

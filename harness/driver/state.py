@@ -192,9 +192,13 @@ def file_stamp(path: Path) -> tuple[int, int] | None:
 
 
 def atomic_write(
-    path: Path, data: bytes, crash: Callable[[str], None] | None = None, point: str = "write"
+    path: Path, data: bytes, crash: Callable[[str], None] | None = None, point: str = "write", durable: bool = True
 ) -> None:
     """Replace ``path`` with ``data``: write a temporary file, fsync it, rename, fsync the directory.
+
+    ``durable=False`` leaves out both fsyncs: readers still see the old or the new content whole (the
+    rename is atomic), but a machine crash may lose the update; for live state that means nothing
+    after a crash anyway (the calls-in-flight counter).
 
     ``crash`` (fault control) is called at ``<point>.mid_write`` (half the bytes written) and
     ``<point>.before_rename``; an exit there must leave the previous content intact.
@@ -209,12 +213,15 @@ def atomic_write(
         view = memoryview(data)[half:]
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     if crash:
         crash(f"{point}.before_rename")
     os.replace(tmp, path)
+    if not durable:
+        return
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)

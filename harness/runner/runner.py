@@ -819,6 +819,11 @@ class Runner:
     def _h_or_none(self) -> RunHandles | None:
         return self._handles
 
+    def live_kube(self) -> Kube | None:
+        """The run's API client once its cluster is up and until teardown (samplers such as the benchmarks use it)."""
+        h = self._handles
+        return h.kube if h is not None else None
+
     def _namespace(self) -> str:
         return self._handles.namespace if self._handles is not None else ""
 

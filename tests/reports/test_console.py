@@ -94,3 +94,25 @@ def test_the_suites_print_one_line_per_check_and_a_summary() -> None:
     assert check_line(checks[0]) == "PASS  sanity.registration.type (0.0s)"
     assert check_line(checks[1]) == "FAIL  sanity.prepare.idempotent (1.2s): second prepare returned other devices"
     assert check_summary("sanity", checks) == "draguard sanity: 1 passed, 1 failed, 1 skipped, 1 error(s)"
+
+
+def test_the_bench_table_shows_throughput_beside_threshold_and_the_driver_ratios() -> None:
+    import json
+
+    from draguard.reports.console import print_bench
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    dra = json.loads((results / "dra-throughput.json").read_text())
+    calls = json.loads((results / "driver-calls.json").read_text())
+    missing = dict(dra, scheduler_perf_median=None, upstream_scheduler_perf="upstream scheduler_perf is not built")
+    out = io.StringIO()
+    print_bench({"dra-throughput": dra, "driver-calls": calls}, Console(file=out, width=600))
+    print_bench({"dra-throughput": missing}, Console(file=out, width=600))
+    text = out.getvalue()
+    assert f"upstream threshold {dra['upstream_threshold_pods_per_s']}" in text
+    assert f"control plane alone {dra['control_plane_raised_limits_median']}" in text
+    assert f"upstream scheduler_perf {dra['scheduler_perf_median']}" in text
+    assert "upstream scheduler_perf not run: upstream scheduler_perf is not built" in text
+    assert f"harness {dra['harness_machine_share_median']} of the machine" in text
+    assert f"prepare lag p99 {dra['prepare_lag_p99_s_median']} s" in text
+    assert f"fake/upstream prepare latency {calls['prepare_latency_ratio_median']}" in text

@@ -1,0 +1,227 @@
+"""``driver-calls``: the fake driver's NodePrepareResources / NodeUnprepareResources against the upstream test driver.
+
+Both drivers run in one local cluster, each for one node with the same number of devices, and are
+called over their DRA sockets the way the kubelet calls them (:class:`~.grpcapi.plugin.PluginClient`,
+one claim per call, DRA v1):
+
+- ``fake (driver host)``: the fake driver as draguard runs it at scale (one process for many nodes);
+- ``fake (process per node)``: the real-shaped per-node process (``driver.hosting: per-node``);
+- ``upstream test driver``: ``k8s.io/kubernetes/test/e2e/dra/test-driver`` (Go, ``kubeletplugin`` helper),
+  built beside the control plane (:mod:`.driver.external`).
+
+Each claim is a real ResourceClaim in the API server, allocated by this benchmark to one device of the
+driver's own ResourceSlice (status written directly, as scheduler_perf's ``allocResourceClaims`` does):
+both drivers read the claim from the API server when preparing, so an API GET is part of every prepare
+for both. The fake driver also models a device reset on unprepare (5 ms by default, as in every run).
+
+Two phases per driver, the drivers alternating within each repeat so machine noise hits all alike:
+
+1. latency: claims one after the other, each prepared then unprepared (milliseconds per call);
+2. throughput: one thread per device, each preparing and unprepping its own claims in a loop
+   (calls per second over all threads).
+
+Talks to: the local backend, the drivers' sockets, the API server.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .cluster.local import LocalCluster
+from .kube import RUN_LABEL, Kube, Obj
+
+__all__ = ["bench_driver_calls"]
+
+Progress = Callable[[str], None]
+
+
+def _claim(name: str, namespace: str, run: str) -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: run}},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "bench", "allocationMode": "ExactCount", "count": 1}}]}}}  # fmt: skip
+
+
+def _allocated(kube: Kube, obj: Obj, driver: str, node: str, device: str) -> Obj:
+    obj["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": driver, "pool": node, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}  # fmt: skip
+    return kube.replace(obj, "status")
+
+
+def _devices(kube: Kube, driver: str, node: str, timeout: float = 60.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        names = sorted(d["name"] for s in kube.items("ResourceSlice")
+                       if s["spec"].get("driver") == driver and s["spec"].get("nodeName") == node
+                       for d in s["spec"].get("devices") or [])  # fmt: skip
+        if names:
+            return names
+        time.sleep(0.3)
+    from .errors import HarnessError
+
+    raise HarnessError(f"driver {driver} published no ResourceSlice for node {node} within {timeout:.0f}s")
+
+
+def _ms(samples: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {"p50": round(statistics.median(s), 2), "p90": round(s[int(len(s) * 0.9)], 2),
+            "p99": round(s[min(len(s) - 1, int(len(s) * 0.99))], 2), "max": round(s[-1], 2), "n": len(s)}  # fmt: skip
+
+
+class _Target:
+    """One driver on one node: its claims (one list per device) and a client on its DRA socket."""
+
+    def __init__(self, label: str, kube: Kube, driver: str, node: str, socket: Path, namespace: str, run: str,
+                 claims: int) -> None:  # fmt: skip
+        from .grpcapi.plugin import ClaimRef, PluginClient
+
+        self.label, self.driver, self.node = label, driver, node
+        self.client = PluginClient(dra_socket=socket, driver=driver)
+        devices = _devices(kube, driver, node)
+        objs = kube.bulk(kube.create, [_claim(f"{node}-{i}", namespace, run) for i in range(claims)])
+        for o in objs:
+            if isinstance(o, Exception):
+                raise o
+        done = kube.bulk(lambda io: _allocated(kube, io[1], driver, node, devices[io[0] % len(devices)]),
+                         list(enumerate(objs)))  # fmt: skip
+        for o in done:
+            if isinstance(o, Exception):
+                raise o
+        self.per_device: list[list[Any]] = [[] for _ in devices]
+        for i, o in enumerate(done):
+            self.per_device[i % len(devices)].append(ClaimRef(namespace, o["metadata"]["name"], o["metadata"]["uid"]))
+
+    def call(self, what: str, ref: Any) -> float:
+        t0 = time.perf_counter()
+        if what == "prepare":
+            result = self.client.prepare([ref])[ref.uid]
+            error = result.error
+        else:
+            error = self.client.unprepare([ref]).get(ref.uid, "")
+        elapsed = (time.perf_counter() - t0) * 1000
+        if error:
+            from .errors import HarnessError
+
+            raise HarnessError(f"{self.label}: {what} of {ref} failed: {error}")
+        return elapsed
+
+    def latency(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {"prepare": [], "unprepare": []}
+        for ref in [r for refs in zip(*self.per_device) for r in refs]:
+            out["prepare"].append(self.call("prepare", ref))
+            out["unprepare"].append(self.call("unprepare", ref))
+        return out
+
+    def throughput(self) -> float:
+        errors: list[BaseException] = []
+
+        def worker(refs: list[Any]) -> None:
+            try:
+                for ref in refs:
+                    self.call("prepare", ref)
+                    self.call("unprepare", ref)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(refs,)) for refs in self.per_device]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        return round(2 * sum(len(r) for r in self.per_device) / wall, 1)
+
+
+def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices: int = 8) -> dict[str, Any]:
+    """``pods``: claims per driver (one per pod, as the kubelet sends them); ``devices`` per node."""
+    from .driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
+    from .driver.host import DriverHostProcess, HostedNode
+    from .driver.process import FakeDriverProcess
+    from .nodes.node import NodeSpec, register_node
+    from .paths import DEFAULT_DRIVER, NodeDirs
+
+    runs = []
+    for i in range(repeat):
+        with LocalCluster(f"bench-drv-{os.getpid()}-{i}", progress=lambda m: None) as cluster, \
+                tempfile.TemporaryDirectory(prefix="dgd", dir="/tmp") as tmp:  # fmt: skip
+            kube = cluster.kube()
+            run = uuid.uuid4().hex[:6]
+            root = Path(tmp)
+            names = {"host": f"dh{run}", "proc": f"dp{run}", "up": f"du{run}"}
+            for n in names.values():
+                register_node(kube, NodeSpec(n, run_id=run))
+            ns = f"drv-{run}"
+            kube.create_namespace(ns, {RUN_LABEL: run})
+            host = DriverHostProcess(cluster.kubeconfig, root / "host", [HostedNode(names["host"], None, devices)])
+            proc = FakeDriverProcess(cluster.kubeconfig, names["proc"], root=root / "proc", devices=devices)
+            upstream = ExternalPluginProcess(cluster.kubeconfig, names["up"], root=root / "up", devices=devices)
+            try:
+                host.start()
+                proc.start()
+                upstream.start()
+                targets = [
+                    _Target("fake (driver host)", kube, DEFAULT_DRIVER, names["host"],
+                            NodeDirs(root / "host", names["host"]).dra_socket(DEFAULT_DRIVER), ns, run, pods),
+                    _Target("fake (process per node)", kube, DEFAULT_DRIVER, names["proc"],
+                            NodeDirs(root / "proc", names["proc"]).dra_socket(DEFAULT_DRIVER), ns, run, pods),
+                    _Target("upstream test driver", kube, TEST_DRIVER_NAME, names["up"], upstream.dra_socket, ns, run, pods),
+                ]  # fmt: skip
+                sample: dict[str, Any] = {}
+                for t in targets:  # warm-up: channels connected, first API reads done
+                    t.call("prepare", t.per_device[0][0])
+                    t.call("unprepare", t.per_device[0][0])
+                for t in targets:
+                    lat = t.latency()
+                    sample[t.label] = {"prepare_ms": _ms(lat["prepare"]), "unprepare_ms": _ms(lat["unprepare"])}
+                for t in targets:
+                    sample[t.label]["calls_per_s"] = t.throughput()
+                for t in targets:
+                    t.client.close()
+            finally:
+                upstream.stop()
+                proc.stop()
+                host.stop()
+        up = sample["upstream test driver"]
+        for label in ("fake (driver host)", "fake (process per node)"):
+            s = sample[label]
+            s["prepare_p50_over_upstream"] = round(s["prepare_ms"]["p50"] / up["prepare_ms"]["p50"], 2)
+            s["unprepare_p50_over_upstream"] = round(s["unprepare_ms"]["p50"] / up["unprepare_ms"]["p50"], 2)
+            s["upstream_calls_per_s_over_this"] = round(up["calls_per_s"] / s["calls_per_s"], 2)
+        runs.append(sample)
+        progress(f"driver-calls #{i + 1}: " + "; ".join(
+            f"{k}: prepare p50 {v['prepare_ms']['p50']} ms, unprepare p50 {v['unprepare_ms']['p50']} ms, "
+            f"{v['calls_per_s']} calls/s" for k, v in sample.items()))  # fmt: skip
+
+    def med(label: str, key: str) -> float:
+        return round(float(statistics.median(r[label][key] for r in runs)), 2)
+
+    host_label = "fake (driver host)"
+    ratios = {"prepare_latency_ratio_median": med(host_label, "prepare_p50_over_upstream"),
+              "unprepare_latency_ratio_median": med(host_label, "unprepare_p50_over_upstream"),
+              "throughput_ratio_median": med(host_label, "upstream_calls_per_s_over_this")}  # fmt: skip
+    return {
+        "unit": "ms (fake driver host, prepare p50)",
+        "median": round(statistics.median(r[host_label]["prepare_ms"]["p50"] for r in runs), 2),
+        "claims": pods, "devices_per_node": devices, "parallel": devices,
+        "upstream_prepare_p50_ms_median": round(statistics.median(r["upstream test driver"]["prepare_ms"]["p50"] for r in runs), 2),
+        **ratios,
+        "process_per_node_prepare_latency_ratio_median": med("fake (process per node)", "prepare_p50_over_upstream"),
+        "ratios": "fake/upstream for latency (under 1: the fake is faster); upstream/fake for calls per second "
+                  "(under 1: the fake is faster)",
+        "target": "the Python fake driver at least as fast as the upstream Go test driver (ratios <= 1)",
+        "met": all(v <= 1.0 for v in ratios.values()),
+        "samples": runs,
+    }  # fmt: skip
