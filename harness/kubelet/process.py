@@ -6,7 +6,7 @@ directory ``cdi/`` that its fake runtime resolves devices against, ``containers/
 container got: its CDI devices and their environment) and the runtime's socket ``cri.sock``. The
 kubelet talks to the API server as ``system:node:<name>`` with a certificate from the cluster's CA.
 
-Talks to: the binary (a :class:`~draguard.harness.cluster.process.Supervised` child that dies with its
+Talks to: the binary (a :class:`~draguard.harness.process.Supervised` child that dies with its
 parent), the filesystem, and for readiness its healthz port and the Node object.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..cluster import binaries
 from ..cluster.pki import Pki, node_kubeconfig
-from ..cluster.process import Supervised, free_port, last_lines
+from ..process import Supervised, free_port, last_lines
 from ..errors import DraguardError, HarnessError
 from ..kube import Kube
 from ..paths import NodeDirs

@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable
@@ -30,6 +29,7 @@ from draguard.harness.errors import HarnessError, UsageError
 from draguard.harness.grpcapi.plugin import CALL_TIMEOUT
 from draguard.harness.kube import ApiError, Kube, Obj
 from draguard.harness.paths import NodeDirs
+from draguard.harness.process import check_dns_subdomain
 
 from . import node as nodeobj
 from .heartbeat import Heartbeats
@@ -49,13 +49,8 @@ LOST_FILE = "lost"
 STATUS_EVERY = 6
 """Post node status every this many heartbeats (60 s at the default 10 s), and at once after a loss."""
 
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def validate_node_name(name: str) -> str:
-    if len(name) > 253 or not _DNS1123.match(name):
-        raise UsageError(f"node name {name!r}: must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')")
-    return name
+    return check_dns_subdomain("node name", name, 253)
 
 
 class NodeAgent:
