@@ -56,6 +56,7 @@ __all__ = [
     "last_lines",
     "UNIX_PATH_MAX",
     "claim_socket_path",
+    "release_socket_paths",
     "socket_accepts",
     "check_dns_subdomain",
     "child_main",
@@ -314,6 +315,16 @@ def claim_socket_path(path: Path) -> None:
         path.unlink(missing_ok=True)  # left behind by a killed process
         return
     raise UsageError(f"{path}: socket is taken: another process is serving on it (a driver already running?)")
+
+
+def release_socket_paths(*paths: Path) -> None:
+    """Remove the socket files a server of ours stopped serving (never a file that is not a socket)."""
+    for path in paths:
+        try:
+            if path.is_socket():
+                path.unlink()
+        except OSError:
+            pass
 
 
 # -- the child's side -----------------------------------------------------------------------------

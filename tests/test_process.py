@@ -24,6 +24,7 @@ from draguard.harness.process import (
     check_dns_subdomain,
     claim_socket_path,
     pid_alive,
+    release_socket_paths,
     socket_accepts,
 )
 
@@ -56,6 +57,15 @@ def test_a_socket_path_is_claimed_only_when_free_and_short_enough(root: Path) ->
     claim_socket_path(longest)  # exactly the limit: allowed (nothing there)
     with pytest.raises(UsageError, match=f"{UNIX_PATH_MAX + 1} bytes, more than the {UNIX_PATH_MAX}"):
         claim_socket_path(Path(str(longest) + "y"))
+
+
+def test_releasing_removes_only_socket_files(root: Path) -> None:
+    sock = root / "served.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(sock))
+    (root / "plain.sock").write_text("not ours to remove")
+    release_socket_paths(sock, root / "plain.sock", root / "missing.sock")
+    assert not sock.exists() and (root / "plain.sock").read_text() == "not ours to remove"
 
 
 @pytest.mark.parametrize(("value", "limit", "ok"), [

@@ -45,7 +45,7 @@ from ..errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2_grpc
 from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
 from ..paths import DEFAULT_DRIVER, NodeDirs
-from ..process import Supervised, claim_socket_path, socket_accepts
+from ..process import Supervised, claim_socket_path, release_socket_paths, socket_accepts
 from .inflight import CallsInFlight
 from .faults import FaultControl
 from .mutants import get_mutant
@@ -157,12 +157,7 @@ class _Node:
             if server is not None:
                 server.stop(0 if kill else 0.5).wait()
             if not kill:
-                for path in (self.registration_socket, self.dra_socket):
-                    try:
-                        if path.is_socket():
-                            path.unlink()
-                    except OSError:
-                        pass
+                release_socket_paths(self.registration_socket, self.dra_socket)
                 (self.dirs.plugin_dir(self.host.driver) / "driver.pid").unlink(missing_ok=True)
 
     def crashed(self) -> None:

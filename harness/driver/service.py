@@ -44,7 +44,7 @@ from ..grpcapi.plugin import (
     PluginInfo,
 )
 from ..paths import DEFAULT_DRIVER, NodeDirs
-from ..process import check_dns_subdomain, claim_socket_path
+from ..process import check_dns_subdomain, claim_socket_path, release_socket_paths
 from .faults import FaultControl
 from .inflight import CallsInFlight
 from .mutants import get_mutant
@@ -210,12 +210,7 @@ class PluginServer:
         if self._started:
             self._reg.stop(grace).wait()
             self._dra.stop(grace).wait()
-        for path in (self.registration_socket, self.dra_socket):
-            try:
-                if path.is_socket():
-                    path.unlink()
-            except OSError:
-                pass
+        release_socket_paths(self.registration_socket, self.dra_socket)
 
 
 # -- configuration and run loop -------------------------------------------------------------------

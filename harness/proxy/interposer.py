@@ -38,7 +38,7 @@ from draguard.harness.grpcapi.plugin import (
     socket_target,
 )
 from draguard.harness.paths import NodeDirs
-from draguard.harness.process import claim_socket_path
+from draguard.harness.process import claim_socket_path, release_socket_paths
 
 from .faults import Action, FaultRule, FaultSet
 from .recorder import CallRecorder
@@ -111,8 +111,7 @@ class PluginProxy:
         for ch in (self._reg_channel, self._dra_channel):
             if ch is not None:
                 ch.close()
-        for sock in self._owned:  # never remove a socket another process is serving
-            sock.unlink(missing_ok=True)
+        release_socket_paths(*self._owned)  # only ours: never a socket another process is serving
         self._owned = []
 
     # -- upstream ----------------------------------------------------------------------------
