@@ -1,8 +1,9 @@
 """Running one click command as a program: library errors become one line and an exit code.
 
-Shared by ``draguard`` itself and by the commands that run as their own processes
+Shared by ``draguard`` itself and by the commands that can run on their own
 (``python -m draguard.cli.driver``, ``python -m draguard.cli.nodes``), which skip importing every
-other command to start fast.
+other command to start fast. draguard's own children use harness entry points instead
+(:func:`draguard.harness.process.child_main`).
 """
 
 from __future__ import annotations

@@ -6,18 +6,15 @@
                          [--health-interval S] [--reset-ms MS] [--log-level LEVEL]
 
 The command line is scripted by users: keep it stable. ``python -m draguard.cli.driver fake ...``
-runs the same command without loading every other command first (``draguard.cli.main`` imports
-them all, about a second of start-up on a busy machine): :mod:`draguard.harness.driver.process`
-starts drivers that way, since chaos runs restart them often.
+runs the same command without loading every other command first. draguard's own child processes
+do not go through here: :mod:`draguard.harness.driver.process` starts
+``python -m draguard.harness.driver.main``, which runs the same :func:`run_fake` / :func:`run_host`.
 """
 
 from __future__ import annotations
 
-import logging
-import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -84,36 +81,14 @@ def fake(
     log_level: str,
 ) -> None:
     """Run the fake DRA driver for one node until SIGTERM/SIGINT (sockets removed, checkpoint kept)."""
-    from draguard.harness.driver.service import DriverConfig, build, serve
+    from draguard.harness.driver.main import run_fake
+    from draguard.harness.driver.service import DriverConfig
 
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
-    )
-    config = DriverConfig(
-        kubeconfig=kubeconfig,
-        node=node,
-        root=root if root is not None else state_dir() / "nodes",
-        node_root=node_root,
-        driver=driver_name,
-        devices=devices,
-        topology=topology,
-        mutant=mutant,
-        health_interval=health_interval,
-        reset_seconds=reset_ms / 1000,
-    )
-    driver = build(config)
-
-    def _stop(signum: int, frame: Any) -> None:
-        driver.stop.set()
-
-    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        serve(driver)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    run_fake(DriverConfig(
+        kubeconfig=kubeconfig, node=node, root=root if root is not None else state_dir() / "nodes",
+        node_root=node_root, driver=driver_name, devices=devices, topology=topology, mutant=mutant,
+        health_interval=health_interval, reset_seconds=reset_ms / 1000,
+    ), log_level)
 
 
 @command.command("host")
@@ -137,31 +112,9 @@ def host(kubeconfig: Path, root: Path, nodes_file: Path, driver_name: str, reset
     Each node keeps its own sockets, checkpoint, CDI specs, faults file and mutant; a control
     socket <root>/.driver-host.sock stops, kills and starts one node's driver (chaos steps).
     """
-    from draguard.harness.driver.host import DriverHost, read_nodes_file
-    from draguard.harness.kube import Kube
+    from draguard.harness.driver.main import run_host
 
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper()),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s",
-    )
-    driver_host = DriverHost(Kube.from_kubeconfig(kubeconfig), root, read_nodes_file(nodes_file), driver=driver_name,
-                             reset_seconds=reset_ms / 1000)  # fmt: skip
-
-    def _stop(signum: int, frame: Any) -> None:
-        driver_host.stop_event.set()
-
-    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        try:
-            driver_host.start()
-        except BaseException:
-            driver_host.shutdown()
-            raise
-        driver_host.serve()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    run_host(kubeconfig, root, nodes_file, driver_name, reset_ms, log_level)
 
 
 def run(argv: list[str] | None = None) -> int:

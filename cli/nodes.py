@@ -1,50 +1,18 @@
-"""``draguard nodes``: run fake nodes (the kubelet's DRA role) until SIGTERM or Ctrl-C."""
+"""``draguard nodes``: run fake nodes (the kubelet's DRA role) until SIGTERM or Ctrl-C. Parses options and
+delegates to :func:`draguard.harness.nodes.main.serve_nodes` (which draguard's own child processes run
+through ``python -m draguard.harness.nodes.main``)."""
 
 from __future__ import annotations
 
-import logging
-import signal
 import sys
-import threading
-from pathlib import Path
-from types import FrameType
 
 import click
 
-from draguard.harness.errors import UsageError
-from draguard.harness.kube import Kube
-from draguard.harness.nodes import FakeNodes, NodeSpec, default_root, node_names
-from draguard.harness.nodes.agent import validate_node_name
+from draguard.harness.nodes.main import serve_nodes
 
 from ._entry import invoke
 
 __all__ = ["command"]
-
-
-def _labels(values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--label {item!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
-
-
-def wait_for_signal() -> None:
-    """Block until SIGTERM or SIGINT."""
-    done = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        while not done.wait(1.0):
-            pass
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 @click.command("nodes")
@@ -77,39 +45,8 @@ def command(
     verbose: bool,
 ) -> None:
     """Play the kubelet for nodes without machines: Node objects, leases, DRA prepare/unprepare."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    names = [validate_node_name(n) for n in node_names(nodes, count, prefix)]
-    extra = _labels(labels)
-    for value, what in ((heartbeat_interval, "--heartbeat-interval"), (call_timeout, "--call-timeout")):
-        if value <= 0:
-            raise UsageError(f"{what} {value}: must be positive")
-    if workers < 1:
-        raise UsageError(f"--workers {workers}: must be at least 1")
-    specs = [NodeSpec(n, labels=extra, run_id=run_label) for n in names]
-    # One connection per thread that calls the API: the sync workers, the pool of heartbeats (as many
-    # again, see FakeNodes), the pod watch and the event recorder.
-    kube = Kube.from_kubeconfig(kubeconfig, pool_size=2 * max(4, workers) + 4)
-    fake = FakeNodes(
-        kube,
-        specs,
-        Path(root) if root else default_root(),
-        workers=workers,
-        heartbeat_interval=heartbeat_interval,
-        call_timeout=call_timeout,
-        backoff_max=backoff_max,
-    )
-    fake.start()
-    try:
-        if ready_file:
-            Path(ready_file).write_text("ready\n")
-        click.echo(f"draguard nodes: serving {len(names)} node(s) under {fake.root}", err=True)
-        wait_for_signal()
-    finally:
-        fake.stop()
-        if ready_file:
-            Path(ready_file).unlink(missing_ok=True)
+    serve_nodes(kubeconfig, nodes, count, prefix, root, run_label, labels, heartbeat_interval, call_timeout,
+                backoff_max, workers, ready_file, verbose)
 
 
 if __name__ == "__main__":  # `python -m draguard.cli.nodes`: starts faster than the full CLI

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import click
 
+from draguard.harness.process import wait_for_signal
 from draguard.harness.proxy import FaultSet, Interposer
-
-from .nodes import wait_for_signal
 
 __all__ = ["command"]
 

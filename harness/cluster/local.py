@@ -27,7 +27,7 @@ from ..kube import Kube
 from ..paths import state_dir
 from . import binaries as bins
 from .pki import Pki, write_kubeconfig
-from .process import Supervised, free_port, kill_pid, pid_alive, port_is_free
+from ..process import Supervised, free_port, kill_pid, pid_alive, port_is_free
 
 __all__ = ["LocalCluster", "ClusterConfig", "COMPONENT_ORDER", "clusters_root", "list_clusters"]
 

@@ -22,7 +22,7 @@ What the test driver does, as read from its source at v1.37.2 (``app/server.go``
   environment sets it to the same file;
 - it needs no root and no kubelet: only writable directories and an API server.
 
-Talks to: the driver binary (a :class:`~draguard.harness.cluster.process.Supervised` child that dies
+Talks to: the driver binary (a :class:`~draguard.harness.process.Supervised` child that dies
 with its parent) and, for the helpers at the end, the API server through :class:`~draguard.harness.kube.Kube`.
 """
 
@@ -32,11 +32,10 @@ import os
 from pathlib import Path
 
 from ..cluster import binaries
-from ..cluster.process import Supervised
+from ..process import Supervised, socket_accepts
 from ..errors import HarnessError
 from ..kube import Kube, Obj
 from ..paths import NodeDirs, state_dir
-from .process import socket_accepts
 
 __all__ = [
     "TEST_DRIVER_NAME",

@@ -28,10 +28,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import socket
 import socketserver
-import subprocess
 import sys
 import threading
 import time
@@ -43,17 +41,17 @@ from typing import Any
 
 import grpc
 
-from ..cluster.process import spawn
 from ..errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2_grpc
 from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
 from ..paths import DEFAULT_DRIVER, NodeDirs
+from ..process import Supervised, claim_socket_path, release_socket_paths, socket_accepts
 from .inflight import CallsInFlight
 from .faults import FaultControl
 from .mutants import get_mutant
 from .plugin import FakeDriver, KubeClaims
-from .process import FakeDriverProcess, socket_accepts
-from .service import _DraServicer, _Health, _Registration, check_socket_path
+from .process import FakeDriverProcess
+from .service import _DraServicer, _Health, _Registration
 from .slices import SlicePublisher
 from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
 
@@ -117,8 +115,8 @@ class _Node:
         with self.lock:
             if self.server is not None:
                 return
-            check_socket_path(self.dra_socket)
-            check_socket_path(self.registration_socket)
+            claim_socket_path(self.dra_socket)
+            claim_socket_path(self.registration_socket)
             self.dirs.create()
             plugin_dir = self.dirs.plugin_dir(self.host.driver)
             node_log = logging.getLogger(f"draguard.driver.{self.name}")
@@ -159,12 +157,7 @@ class _Node:
             if server is not None:
                 server.stop(0 if kill else 0.5).wait()
             if not kill:
-                for path in (self.registration_socket, self.dra_socket):
-                    try:
-                        if path.is_socket():
-                            path.unlink()
-                    except OSError:
-                        pass
+                release_socket_paths(self.registration_socket, self.dra_socket)
                 (self.dirs.plugin_dir(self.host.driver) / "driver.pid").unlink(missing_ok=True)
 
     def crashed(self) -> None:
@@ -276,8 +269,8 @@ class DriverHost:
                 )
             self.nodes[spec.node] = _Node(self, spec, resolve(inventories[key], spec.node))
         for node in self.nodes.values():
-            check_socket_path(node.dra_socket)
-            check_socket_path(node.registration_socket)
+            claim_socket_path(node.dra_socket)
+            claim_socket_path(node.registration_socket)
         self._control: socketserver.ThreadingUnixStreamServer | None = None
 
     # -- control --------------------------------------------------------------------------------
@@ -306,7 +299,7 @@ class DriverHost:
     def _serve_control(self) -> None:
         host = self
         path = control_socket(self.root)
-        check_socket_path(path)
+        claim_socket_path(path)
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
@@ -383,7 +376,7 @@ def read_nodes_file(path: Path) -> list[HostedNode]:
 
 
 class DriverHostProcess:
-    """The host as a child process (``python -m draguard.cli.driver host ...``)."""
+    """The host as a child process (``python -m draguard.harness.driver.main host ...``), supervised."""
 
     def __init__(self, kubeconfig: str | Path, root: str | Path, nodes: Sequence[HostedNode],
                  driver: str = DEFAULT_DRIVER, log_level: str = "info") -> None:  # fmt: skip
@@ -392,7 +385,12 @@ class DriverHostProcess:
         self.driver = driver
         self.nodes = list(nodes)
         self.log_level = log_level
-        self.proc: subprocess.Popen[bytes] | None = None
+        spec = self.root / "driver-host.json"
+        argv = [sys.executable, "-m", "draguard.harness.driver.main", "host", "--kubeconfig", str(self.kubeconfig),
+                "--root", str(self.root), "--driver", self.driver, "--nodes-file", str(spec),
+                "--log-level", self.log_level]  # fmt: skip
+        self._proc = Supervised("the fake driver host", argv, self.log_path,
+                                lambda: socket_accepts(control_socket(self.root)), poll=0.05, log_lines=20)
 
     @property
     def log_path(self) -> Path:
@@ -400,11 +398,11 @@ class DriverHostProcess:
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self._proc.pid
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._proc.alive()
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -414,25 +412,13 @@ class DriverHostProcess:
 
     def start(self, timeout: float = 120.0) -> DriverHostProcess:
         self.root.mkdir(parents=True, exist_ok=True)
-        spec = self.root / "driver-host.json"
-        spec.write_text(json.dumps({"nodes": [n.__dict__ for n in self.nodes]}))
-        with open(self.log_path, "ab") as logf:
-            self.proc = spawn(
-                [sys.executable, "-m", "draguard.cli.driver", "host", "--kubeconfig", str(self.kubeconfig),
-                 "--root", str(self.root), "--driver", self.driver, "--nodes-file", str(spec),
-                 "--log-level", self.log_level],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise HarnessError(f"the fake driver host exited with {self.proc.returncode} while starting:\n"
-                                   f"{self.log_tail()}")  # fmt: skip
-            if socket_accepts(control_socket(self.root)):
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise HarnessError(f"the fake driver host was not ready after {timeout:.0f}s:\n{self.log_tail()}")
+        (self.root / "driver-host.json").write_text(json.dumps({"nodes": [n.__dict__ for n in self.nodes]}))
+        try:
+            self._proc.start(timeout)
+        except HarnessError:
+            self.stop()
+            raise
+        return self
 
     def command(self, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -454,16 +440,7 @@ class DriverHostProcess:
         return reply
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return self._proc.stop(timeout)
 
     def handles(self) -> dict[str, HostedDriver]:
         return {n.node: HostedDriver(self, n) for n in self.nodes}

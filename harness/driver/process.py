@@ -1,41 +1,25 @@
 """Run the fake driver as a subprocess: start, wait until both sockets answer, stop, kill -9, restart.
 
-Used by the node agent, the runner and the tests. The child is ``python -m draguard.cli.driver
-fake ...`` (the ``draguard driver fake`` command without loading the other commands) with stdout and stderr appended to ``<plugins>/<driver>/driver.log``; the checkpoint,
+Used by the node agent, the runner and the tests. The child is ``python -m draguard.harness.driver.main
+fake ...`` (the harness entry point, not the command line), a :class:`~draguard.harness.process.Supervised`
+process with stdout and stderr appended to ``<plugins>/<driver>/driver.log``; the checkpoint,
 faults file and CDI specs live in the node's directories, so a restarted child recovers.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from ..cluster.process import spawn
 from ..errors import HarnessError
 from ..paths import DEFAULT_DRIVER, NodeDirs, state_dir
+from ..process import Supervised, socket_accepts
 from .faults import set_faults
 from .state import Checkpoint, read_checkpoint
 
-__all__ = ["FakeDriverProcess", "socket_accepts"]
-
-
-def socket_accepts(path: Path) -> bool:
-    """True when a server accepts connections on the unix socket ``path``."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(0.5)
-    try:
-        s.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+__all__ = ["FakeDriverProcess"]
 
 
 class FakeDriverProcess:
@@ -78,7 +62,13 @@ class FakeDriverProcess:
         if reset_ms is not None:
             self.args += ["--reset-ms", str(reset_ms)]
         self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
+        # Its own session (a Ctrl-C in the parent's terminal is not the driver's business), and it dies
+        # with draguard even when a chaos step's thread restarted it (harness.process.spawn).
+        self._proc = Supervised(f"fake driver for node {node}", self._argv(), self.plugin_dir / "driver.log",
+                                self._sockets_accept, env=env, poll=0.02, log_lines=20)  # fmt: skip
+
+    def _argv(self) -> list[str]:
+        return [sys.executable, "-m", "draguard.harness.driver.main", "fake", *self.args]
 
     # -- paths ------------------------------------------------------------------------------------
     @property
@@ -99,15 +89,15 @@ class FakeDriverProcess:
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self._proc.pid
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._proc.alive()
 
     @property
     def returncode(self) -> int | None:
-        return self.proc.poll() if self.proc else None
+        return self._proc.returncode
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -115,66 +105,33 @@ class FakeDriverProcess:
         except OSError:
             return ""
 
+    def _sockets_accept(self) -> bool:
+        return socket_accepts(self.dra_socket) and socket_accepts(self.registration_socket)
+
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> FakeDriverProcess:
         """Start the child and wait until both sockets accept connections."""
         if self.alive:
             raise HarnessError(f"fake driver for node {self.node} is already running (pid {self.pid})")
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ if self.env is None else self.env)
-        with open(self.log_path, "ab") as logf:
-            # Its own session (a Ctrl-C in the parent's terminal is not the driver's business), and it
-            # dies with draguard even when a chaos step's thread restarted it.
-            self.proc = spawn([sys.executable, "-m", "draguard.cli.driver", "fake", *self.args],
-                              stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env)
-        self.wait_ready(timeout)
+        self._proc.argv = self._argv()  # callers may add to self.args before starting
+        self._proc.start(timeout)
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise HarnessError(
-                    f"fake driver for node {self.node} exited with {self.proc.returncode} while starting:\n"
-                    f"{self.log_tail()}"
-                )
-            if socket_accepts(self.dra_socket) and socket_accepts(self.registration_socket):
-                return
-            time.sleep(0.02)
-        raise HarnessError(
-            f"fake driver for node {self.node}: sockets not ready after {timeout:.0f}s:\n{self.log_tail()}"
-        )
+        self._proc.wait_ready(timeout)
 
     def wait_exit(self, timeout: float = 10.0) -> int | None:
         """Wait for the child to end by itself (an injected crash); its exit status, None if still alive."""
-        if self.proc is None:
-            return None
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return self._proc.wait_exit(timeout)
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout``; the exit status (None if never started)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return self._proc.stop(timeout)
 
     def kill(self) -> int | None:
         """SIGKILL now, as a node crash or ``kill -9`` would; sockets stay behind as on a real node."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        return self.proc.returncode
+        return self._proc.kill()
 
     def restart(self, kill: bool = False, timeout: float = 30.0) -> FakeDriverProcess:
         self.kill() if kill else self.stop()

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +44,7 @@ from ..grpcapi.plugin import (
     PluginInfo,
 )
 from ..paths import DEFAULT_DRIVER, NodeDirs
+from ..process import check_dns_subdomain, claim_socket_path, release_socket_paths
 from .faults import FaultControl
 from .inflight import CallsInFlight
 from .mutants import get_mutant
@@ -60,15 +59,12 @@ __all__ = [
     "Driver",
     "build",
     "serve",
-    "check_socket_path",
 ]
 
 log = logging.getLogger("draguard.driver")
 
 ADVERTISED = (*SUPPORTED_VERSIONS, *HEALTH_SERVICES)
 """What the fake driver lists in ``supported_versions``: every DRA and health service it serves."""
-UNIX_PATH_MAX = 107
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 # -- servicers ------------------------------------------------------------------------------------
@@ -170,29 +166,6 @@ class _Health:
 # -- sockets and servers --------------------------------------------------------------------------
 
 
-def check_socket_path(path: Path) -> None:
-    """Make ``path`` free for a new socket: error if taken or unusable, remove a stale socket file."""
-    if len(str(path).encode()) > UNIX_PATH_MAX:
-        raise UsageError(
-            f"{path}: socket path is {len(str(path).encode())} bytes, more than the {UNIX_PATH_MAX} a unix "
-            f"socket allows; use a shorter --root"
-        )
-    if not os.path.lexists(path):
-        return
-    if not path.is_socket():
-        raise UsageError(f"{path}: exists and is not a socket; remove it or use another --root")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        path.unlink(missing_ok=True)  # left behind by a killed driver
-        return
-    finally:
-        probe.close()
-    raise UsageError(f"{path}: socket is taken: another process is serving on it (a driver already running?)")
-
-
 class PluginServer:
     """The DRA server (dra.sock) and the registration server (-reg.sock) of one driver."""
 
@@ -221,7 +194,7 @@ class PluginServer:
 
     def start(self) -> None:
         for server, path in ((self._dra, self.dra_socket), (self._reg, self.registration_socket)):
-            check_socket_path(path)
+            claim_socket_path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 server.add_insecure_port(f"unix://{path}")
@@ -237,12 +210,7 @@ class PluginServer:
         if self._started:
             self._reg.stop(grace).wait()
             self._dra.stop(grace).wait()
-        for path in (self.registration_socket, self.dra_socket):
-            try:
-                if path.is_socket():
-                    path.unlink()
-            except OSError:
-                pass
+        release_socket_paths(self.registration_socket, self.dra_socket)
 
 
 # -- configuration and run loop -------------------------------------------------------------------
@@ -280,15 +248,10 @@ class Driver:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
-def _check_name(what: str, value: str, limit: int) -> None:
-    if not value or len(value) > limit or not _DNS_SUBDOMAIN.match(value):
-        raise UsageError(f"{what} {value!r}: must be a lower-case DNS subdomain of at most {limit} characters")
-
-
 def build(config: DriverConfig, kube: Any = None) -> Driver:
     """Check every input and assemble the driver; raises UsageError/HarnessError naming the input."""
-    _check_name("--driver", config.driver, 63)
-    _check_name("--node", config.node, 253)
+    check_dns_subdomain("--driver", config.driver, 63)
+    check_dns_subdomain("--node", config.node, 253)
     mutant = get_mutant(config.mutant)
     if config.devices is not None and config.topology is not None:
         raise UsageError("--devices and --topology: give one of them, not both")
@@ -296,8 +259,8 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
     inventory = resolve(specs, config.node)
     dirs = NodeDirs(Path(config.root).absolute(), config.node)
     # Both socket paths are checked before anything is written, so a taken socket leaves no trace.
-    check_socket_path(dirs.dra_socket(config.driver))
-    check_socket_path(dirs.registration_socket(config.driver))
+    claim_socket_path(dirs.dra_socket(config.driver))
+    claim_socket_path(dirs.registration_socket(config.driver))
     if kube is None and config.kubeconfig is not None:
         from ..kube import Kube
 

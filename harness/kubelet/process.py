@@ -6,7 +6,7 @@ directory ``cdi/`` that its fake runtime resolves devices against, ``containers/
 container got: its CDI devices and their environment) and the runtime's socket ``cri.sock``. The
 kubelet talks to the API server as ``system:node:<name>`` with a certificate from the cluster's CA.
 
-Talks to: the binary (a :class:`~draguard.harness.cluster.process.Supervised` child that dies with its
+Talks to: the binary (a :class:`~draguard.harness.process.Supervised` child that dies with its
 parent), the filesystem, and for readiness its healthz port and the Node object.
 """
 
@@ -24,10 +24,11 @@ from pathlib import Path
 
 from ..cluster import binaries
 from ..cluster.pki import Pki, node_kubeconfig
-from ..cluster.process import Supervised, free_port, last_lines
+from ..process import Supervised, free_port, last_lines
 from ..errors import DraguardError, HarnessError
 from ..kube import Kube
 from ..paths import NodeDirs
+from .feed import DeviceTruthFeed
 
 __all__ = ["AGENT_CAPABILITIES", "HollowKubelet", "ContainerRecord", "find_kubelet"]
 
@@ -116,6 +117,7 @@ class HollowKubelet:
         self._proc = Supervised(f"hollow kubelet for node {node}", argv, self.log, self._ready)
         self._log_offset = 0
         self._started = 0.0
+        self._feed: DeviceTruthFeed | None = None
 
     @property
     def pid(self) -> int | None:
@@ -170,14 +172,23 @@ class HollowKubelet:
         except HarnessError:
             self._proc.stop(timeout=5)
             raise
+        # What its runtime does goes into the node's device truth, as the fake agent's runtime records it.
+        self._feed = DeviceTruthFeed(self.dirs, self.cdi_dir, self.admin).start()
         return self
+
+    def _stop_feed(self) -> None:
+        if self._feed is not None:
+            self._feed.stop()
+            self._feed = None
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM: the kubelet stops and removes its runtime socket; SIGKILL after ``timeout``."""
+        self._stop_feed()
         self._proc.stop(timeout)
 
     def kill(self) -> None:
         """SIGKILL, as a crash: the checkpoint and the sockets stay behind."""
+        self._stop_feed()
         self._proc.kill()
 
     def restart(self, kill: bool = True, timeout: float = 90.0) -> None:

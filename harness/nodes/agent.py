@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable
@@ -30,6 +29,7 @@ from draguard.harness.errors import HarnessError, UsageError
 from draguard.harness.grpcapi.plugin import CALL_TIMEOUT
 from draguard.harness.kube import ApiError, Kube, Obj
 from draguard.harness.paths import NodeDirs
+from draguard.harness.process import check_dns_subdomain
 
 from . import node as nodeobj
 from .heartbeat import Heartbeats
@@ -53,13 +53,8 @@ kubelet's default ``nodeStatusReportFrequency`` is 5m while the Lease carries li
 never changes, so posting it every minute only made every Node write fan out to the scheduler and the
 controllers: at 500 nodes 8 Node updates a second on top of 50 Lease renewals."""
 
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def validate_node_name(name: str) -> str:
-    if len(name) > 253 or not _DNS1123.match(name):
-        raise UsageError(f"node name {name!r}: must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')")
-    return name
+    return check_dns_subdomain("node name", name, 253)
 
 
 class NodeAgent:

@@ -1,7 +1,7 @@
 """``draguard nodes`` as a child process, for the runner and the chaos steps (node restart, node loss).
 
-:class:`FakeNodesProcess` starts ``python -m draguard.cli nodes ...`` under
-:class:`~draguard.harness.cluster.process.Supervised` (own session, dies with its parent, log file),
+:class:`FakeNodesProcess` starts ``python -m draguard.harness.nodes.main ...`` (the entry point
+``draguard nodes`` shares) under :class:`~draguard.harness.process.Supervised` (own session, dies with its parent, log file),
 waits until the process reports ready, and can stop it, kill it (a crash), restart it, or switch
 node loss on and off for single nodes (the ``<root>/<node>/lost`` file the agent checks).
 """
@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from draguard.harness.cluster.process import Supervised
+from draguard.harness.process import Supervised
 from draguard.harness.errors import UsageError
 from draguard.harness.paths import NodeDirs, state_dir
 from draguard.harness.scenario.model import MAX_NODES
@@ -68,7 +68,7 @@ class FakeNodesProcess:
         self.run_label = run_label
         self.ready_file = self.root / f".nodes-{uuid.uuid4().hex[:8]}.ready"
         self.log = Path(log) if log else self.root / f"nodes-{self.nodes[0]}.log"
-        argv = [sys.executable, "-m", "draguard.cli.nodes", "--kubeconfig", str(self.kubeconfig)]
+        argv = [sys.executable, "-m", "draguard.harness.nodes.main", "--kubeconfig", str(self.kubeconfig)]
         for n in self.nodes:
             argv += ["--node", n]
         argv += ["--root", str(self.root), "--ready-file", str(self.ready_file)]

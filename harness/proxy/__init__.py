@@ -8,7 +8,7 @@ retries, per method and per claim, and every call is kept as evidence.
 from __future__ import annotations
 
 from .faults import Action, FaultRule, FaultSet, claim_matches, load_rules
-from .interposer import Interposer, PluginProxy, check_socket_free
+from .interposer import Interposer, PluginProxy
 from .recorder import CALLS_FILE, CallRecorder, read_calls
 
 __all__ = [
@@ -22,5 +22,4 @@ __all__ = [
     "CALLS_FILE",
     "read_calls",
     "load_rules",
-    "check_socket_free",
 ]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -39,39 +38,17 @@ from draguard.harness.grpcapi.plugin import (
     socket_target,
 )
 from draguard.harness.paths import NodeDirs
+from draguard.harness.process import claim_socket_path, release_socket_paths
 
 from .faults import Action, FaultRule, FaultSet
 from .recorder import CallRecorder
 
-__all__ = ["Interposer", "PluginProxy", "check_socket_free", "MAX_SOCKET_PATH"]
+__all__ = ["Interposer", "PluginProxy"]
 
 log = logging.getLogger("draguard.proxy")
 
-MAX_SOCKET_PATH = 107
-"""Longest unix socket path (``sun_path`` is 108 bytes with the terminating NUL)."""
 DRA_SERVICES = tuple(v.full_service for v in DRA_VERSIONS.values())
 _DROP_METADATA = ("user-agent", "grpc-")
-
-
-def check_socket_free(path: Path) -> None:
-    """Make sure ``path`` can be served: not too long, not a live socket, not another file.
-
-    A stale socket (nobody listening) is removed. Raises UsageError naming the path otherwise.
-    """
-    if len(str(path).encode()) > MAX_SOCKET_PATH:
-        raise UsageError(f"{path}: socket path is longer than {MAX_SOCKET_PATH} bytes; use a shorter root directory")
-    if not os.path.lexists(path):
-        return
-    if not path.is_socket():
-        raise UsageError(f"{path}: socket path is taken by a file that is not a socket")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(1.0)
-        try:
-            s.connect(str(path))
-        except OSError:  # nobody listens: a leftover of a crashed process
-            path.unlink(missing_ok=True)
-            return
-    raise UsageError(f"{path}: socket path is taken: another process is listening on it")
 
 
 class PluginProxy:
@@ -108,8 +85,8 @@ class PluginProxy:
     def start(self) -> PluginProxy:
         self.dirs.registry.mkdir(parents=True, exist_ok=True)
         self.dra_socket.parent.mkdir(parents=True, exist_ok=True)
-        check_socket_free(self.dra_socket)
-        check_socket_free(self.registration_socket)
+        claim_socket_path(self.dra_socket)
+        claim_socket_path(self.registration_socket)
         self._owned = [self.registration_socket, self.dra_socket]
         self._reg_channel = grpc.insecure_channel(socket_target(self.real_registration))
         server = grpc.server(ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"proxy-{self.node}"))
@@ -134,8 +111,7 @@ class PluginProxy:
         for ch in (self._reg_channel, self._dra_channel):
             if ch is not None:
                 ch.close()
-        for sock in self._owned:  # never remove a socket another process is serving
-            sock.unlink(missing_ok=True)
+        release_socket_paths(*self._owned)  # only ours: never a socket another process is serving
         self._owned = []
 
     # -- upstream ----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cluster.process import kill_pid, pid_alive
+from ..process import kill_pid, pid_alive
 from ..errors import HarnessError
 from ..kube import KINDS, RUN_LABEL, Kube
 from ..paths import state_dir

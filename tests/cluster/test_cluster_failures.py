@@ -16,7 +16,7 @@ from draguard.cli.main import main
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster import local
 from draguard.harness.cluster.local import LocalCluster
-from draguard.harness.cluster.process import pid_alive
+from draguard.harness.process import pid_alive
 from draguard.harness.errors import HarnessError
 
 

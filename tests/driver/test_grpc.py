@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from draguard.harness.driver.faults import set_faults
-from draguard.harness.driver.service import PluginServer, check_socket_path
+from draguard.harness.driver.service import PluginServer
+from draguard.harness.process import claim_socket_path
 from draguard.harness.errors import UsageError
 from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, PluginClient
 from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
@@ -92,7 +93,7 @@ def test_health_stream_reports_every_device_and_follows_faults(
 
 def test_a_socket_another_process_serves_is_reported_as_taken(server: PluginServer) -> None:
     with pytest.raises(UsageError, match="socket is taken"):
-        check_socket_path(server.dra_socket)
+        claim_socket_path(server.dra_socket)
 
 
 def test_a_stale_socket_file_is_replaced_and_a_non_socket_is_refused(root: Path) -> None:
@@ -100,14 +101,14 @@ def test_a_stale_socket_file_is_replaced_and_a_non_socket_is_refused(root: Path)
     s = socket.socket(socket.AF_UNIX)
     s.bind(str(stale))
     s.close()  # bound but nobody listens: what a killed driver leaves
-    check_socket_path(stale)
+    claim_socket_path(stale)
     assert not stale.exists()
     plain = root / "plain.sock"
     plain.write_text("x")
     with pytest.raises(UsageError, match="not a socket"):
-        check_socket_path(plain)
+        claim_socket_path(plain)
     with pytest.raises(UsageError, match="more than the 107"):
-        check_socket_path(root / ("x" * 120) / "dra.sock")
+        claim_socket_path(root / ("x" * 120) / "dra.sock")
 
 
 def test_stop_removes_both_sockets(root: Path, store: ClaimStore) -> None:

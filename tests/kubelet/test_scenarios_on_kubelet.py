@@ -1,6 +1,14 @@
 """The incident scenarios of the library on hollow DRA kubelets: every node run by upstream's kubelet
-code instead of the fake agent, the same expectations met (the correct driver holds them, the
-forget-before-reset mutant is still caught). The differential test compares the two agents call by call.
+code instead of the fake agent, the same expectations met (the correct driver holds them; the mutants
+forget-before-reset, silent-health, double-allocation, incomplete-cdi and leave-sharing-state are
+still caught). The differential test compares the two agents call by call.
+
+Incidents only the hardware sees (a container on a failed GPU, a dirty handoff, a container whose
+CDI devices did not resolve) reach the device truth through harness/kubelet/feed.py, which turns the
+hollow kubelet's container records into the records the fake agent's runtime writes; without it those
+scenarios passed a mutant on kubelets. shared-claim-no-strategy is left out: it needs two pods'
+containers on one GPU at the same time, and the feed does not keep containers running (see its
+docstring and docs/kubelet-differential.md).
 
 legacy-extended-resource-mix is left out: it needs device-plugin extended resources on the Node,
 which the fake agent advertises and a hollow kubelet's stub device manager does not."""
@@ -26,6 +34,9 @@ ON_KUBELET = [
     "drain-node-unprepare-failure", "driver-restart-mid-gang", "evict-during-prepare", "force-delete-driver-down",
     "reset-failure-correct-driver", "reset-leak-forget-before-reset", "shared-claim-gang", "preempt-gang-member",
     "mig-partitions-with-full-gpus", "device-taint-nvlink-claim",
+    "device-failure-silent-health", "double-allocation-handoff", "incomplete-cdi-spec", "mps-state-left-behind",
+    "gang-deadlock-per-pod", "device-failure-correct-driver",
+    "unprepare-failure-handoff-correct-driver", "cdi-devices-correct-driver", "mps-shared-claim-correct-driver",
 ]  # fmt: skip
 
 

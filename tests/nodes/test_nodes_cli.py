@@ -53,7 +53,7 @@ def test_a_node_already_served_by_another_process_is_refused_by_name(
         (["--node", "a", "--count", "2", "--prefix", "p"], "give either --node NAME ... or --count N --prefix P"),
         (["--count", "2"], "give --node NAME (repeatable) or --count N with --prefix P"),
         (["--count", "0", "--prefix", "p"], "--count 0: must be at least 1"),
-        (["--node", "Bad_Name"], "node name 'Bad_Name': must be a lowercase DNS subdomain"),
+        (["--node", "Bad_Name"], "node name 'Bad_Name': must be a lower-case DNS subdomain"),
         (["--node", "a", "--label", "novalue"], "--label 'novalue': expected KEY=VALUE"),
         (["--node", "a", "--node", "a"], "node 'a' is given twice"),
     ],

@@ -193,7 +193,7 @@ def test_a_taken_socket_path_is_refused_by_name_and_left_alone(root: Path, plugi
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
         other.bind(str(taken))
         other.listen(1)
-        with pytest.raises(UsageError, match=f"{taken}: socket path is taken"):
+        with pytest.raises(UsageError, match=f"{taken}: socket is taken"):
             Interposer(root / "plugins", root / "nodes").start()
         assert taken.is_socket()
         assert not NodeDirs(root / "nodes", "n1").dra_socket(DRIVER).exists()

@@ -1,0 +1,123 @@
+"""Process plumbing in one place (draguard.harness.process): the socket-path rules every socket server
+uses, the spawner thread, and the harness entry points draguard's children run instead of the
+command line."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from draguard.harness.errors import UsageError
+from draguard.harness.process import (
+    UNIX_PATH_MAX,
+    Supervised,
+    check_dns_subdomain,
+    claim_socket_path,
+    pid_alive,
+    release_socket_paths,
+    socket_accepts,
+)
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="dgp", dir="/tmp"))  # short: unix socket paths are limited
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_socket_path_is_claimed_only_when_free_and_short_enough(root: Path) -> None:
+    live = root / "live.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(live))
+        server.listen()
+        assert socket_accepts(live)
+        with pytest.raises(UsageError, match="socket is taken"):
+            claim_socket_path(live)
+        assert live.is_socket(), "a socket another process serves is left alone"
+    assert not socket_accepts(live), "nobody listens any more"
+    claim_socket_path(live)  # what a killed process leaves behind: removed
+    assert not live.exists()
+    (root / "file.sock").write_text("x")
+    with pytest.raises(UsageError, match="not a socket"):
+        claim_socket_path(root / "file.sock")
+    longest = root / ("x" * (UNIX_PATH_MAX - len(str(root)) - 1))
+    claim_socket_path(longest)  # exactly the limit: allowed (nothing there)
+    with pytest.raises(UsageError, match=f"{UNIX_PATH_MAX + 1} bytes, more than the {UNIX_PATH_MAX}"):
+        claim_socket_path(Path(str(longest) + "y"))
+
+
+def test_releasing_removes_only_socket_files(root: Path) -> None:
+    sock = root / "served.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(sock))
+    (root / "plain.sock").write_text("not ours to remove")
+    release_socket_paths(sock, root / "plain.sock", root / "missing.sock")
+    assert not sock.exists() and (root / "plain.sock").read_text() == "not ours to remove"
+
+
+@pytest.mark.parametrize(("value", "limit", "ok"), [
+    ("gpu.draguard.dev", 63, True), ("node-0", 253, True), ("Not_A_Name", 63, False), ("a" * 64, 63, False),
+    ("-dash", 253, False), ("", 253, False),
+])  # fmt: skip
+def test_driver_and_node_names_are_dns_subdomains(value: str, limit: int, ok: bool) -> None:
+    if ok:
+        assert check_dns_subdomain("--driver", value, limit) == value
+    else:
+        with pytest.raises(UsageError, match=re.escape(f"--driver {value!r}: must be a lower-case DNS subdomain")):
+            check_dns_subdomain("--driver", value, limit)
+
+
+def test_a_child_started_from_a_short_lived_thread_outlives_the_thread(root: Path) -> None:
+    proc = Supervised("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], root / "sleeper.log",
+                      ready=lambda: True)
+    thread = threading.Thread(target=proc.start, kwargs={"timeout": 10})
+    thread.start()
+    thread.join()
+    try:
+        assert proc.pid is not None
+        time.sleep(0.5)  # PR_SET_PDEATHSIG would have fired when the starting thread ended
+        assert proc.alive() and pid_alive(proc.pid)
+    finally:
+        assert proc.stop(timeout=5) is not None
+    assert not proc.alive()
+
+
+def test_no_harness_or_chaos_module_starts_a_command_line_child() -> None:
+    offenders = []
+    for folder in ("harness", "chaos"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"""["']draguard\.cli\b""", line):
+                    offenders.append(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}")
+    assert not offenders, offenders
+
+
+@pytest.mark.parametrize(("module", "args", "message"), [
+    ("draguard.harness.driver.main", ["fake", "--kubeconfig", "{kc}", "--node", "n", "--root", "{root}",
+                                      "--driver", "Not_A_Name"],
+     "draguard: error: --driver 'Not_A_Name': must be a lower-case DNS subdomain"),
+    ("draguard.harness.nodes.main", ["--kubeconfig", "{kc}", "--node", "Bad_Name", "--root", "{root}"],
+     "draguard: error: node name 'Bad_Name': must be a lower-case DNS subdomain"),
+])  # fmt: skip
+def test_the_harness_entry_points_refuse_bad_input_with_one_line_and_exit_2(
+    root: Path, module: str, args: list[str], message: str
+) -> None:
+    kubeconfig = root / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    argv = [a.format(kc=kubeconfig, root=root) for a in args]
+    done = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
