@@ -28,6 +28,7 @@ from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.driver.external import TEST_DRIVER_NAME
 from draguard.harness.runner.retarget import (
     ClusterFacts,
+    Plan,
     RunTarget,
     decide,
     detect,
@@ -95,7 +96,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
             if retargeting is None:
                 print_plan(sc, seed)
             else:
-                reasons, plan = decide(sc, retargeting.target, retargeting.facts or local_facts(sc))
+                reasons, plan = retargeting.decide(sc)
                 click.echo(f"{sc.name}: " + ("not applicable: " + "; ".join(reasons) if plan is None else
                            "applicable; nodes " + ", ".join(f"{a} -> {b}" for a, b in plan.nodes.items())))
         return
@@ -104,7 +105,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
         if retargeting is not None:  # what is not applicable is said once, not repeated
             applicable = []
             for sc in loaded:
-                reasons, plan = decide(sc, retargeting.target, retargeting.facts or local_facts(sc))
+                reasons, plan = retargeting.decide(sc)
                 if plan is None:
                     _err.print(f"{sc.name}: not applicable on driver {retargeting.target.driver}: "
                                + "; ".join(reasons), highlight=False, markup=False)
@@ -131,6 +132,10 @@ class Retargeting:
     facts: ClusterFacts | None
     """What the cluster offers; None with ``--cluster local`` (each scenario gets its own, see local_facts)."""
     kubeconfig: str | None
+
+    def decide(self, sc: Scenario) -> tuple[list[str], Plan | None]:
+        """Why ``sc`` is not applicable on this driver (empty: it is), and how its nodes map."""
+        return decide(sc, self.target, self.facts or local_facts(sc))
 
 
 def _retargeting(driver: str | None, device_class: str | None, allow: str | None, backend: str | None,
@@ -180,7 +185,7 @@ def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = No
     progress = RunProgress(_err)
     for sc in loaded:
         if retargeting is not None:
-            reasons, plan = decide(sc, retargeting.target, retargeting.facts or local_facts(sc))
+            reasons, plan = retargeting.decide(sc)
             if plan is None:
                 skipped = not_applicable_result(sc, reasons, retargeting.target)
                 _err.print(f"{sc.name}: {skipped.not_applicable}", highlight=False, markup=False)

@@ -138,6 +138,7 @@ class DeviceTruthFeed:
                 self.kube.list("Pod", field_selector=f"spec.nodeName={self.dirs.node}")[0]}  # fmt: skip
         for uid in [u for u in self._started if u not in pods]:
             del self._started[uid]
+        by_path: dict[str, str] | None = None  # the device truth's devices by device node, read once a round
         for rec in records:
             pod = pods.get(rec.get("podUID", ""))
             if pod is None or rec["id"] in self._started.get(rec["podUID"], set()) or not rec.get("cdiDevices"):
@@ -146,7 +147,8 @@ class DeviceTruthFeed:
                 edits = Registry([self.cdi_dir]).resolve(rec["cdiDevices"])
             except CdiError:
                 continue  # the kubelet's runtime resolved them when it created the container; changed since
-            by_path = self.truth.read().by_path()
+            if by_path is None:
+                by_path = self.truth.read().by_path()
             devices = [by_path[n.source] for n in edits.device_nodes if n.source in by_path]
             if devices:
                 claims = self._claims_of(pod, rec["container"], self._claims(pod))

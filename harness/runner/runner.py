@@ -762,7 +762,8 @@ class Runner:
                 if entry.name in NOT_JUDGED:
                     status, found, note = "not-checked", [], f"not checked on an installed driver: {NOT_JUDGED[entry.name]}"
                 elif entry.name in PARTIAL and status != "not-checked":
-                    note = (LOCAL_PARTIAL if self._h_or_none() and self._h().external_drivers else PARTIAL)[entry.name]
+                    local = self._handles is not None and bool(self._handles.external_drivers)
+                    note = (LOCAL_PARTIAL if local else PARTIAL)[entry.name]
             self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found, note)
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
@@ -815,9 +816,6 @@ class Runner:
             self.result.steps.append(StepResult(
                 step.name, step.fault, run.ran if run.ran is not None else (run.due or 0.0), status == "ok", detail,
                 due=run.due, ran=run.ran, finished=run.finished, fired=fired, optional=step.optional, status=status))
-
-    def _h_or_none(self) -> RunHandles | None:
-        return self._handles
 
     def live_kube(self) -> Kube | None:
         """The run's API client once its cluster is up and until teardown (samplers such as the benchmarks use it)."""
