@@ -38,12 +38,24 @@ def _released(ctx: SanityContext, claims: list[ClaimRef], devices: list[tuple[st
 
 @sanity_check(
     "sanity.concurrency.one-claim",
-    rule="concurrent prepares and unprepares of one claim each get an answer and leave the claim consistent",
+    rule="concurrent prepares of one claim all answer the same devices and CDI device IDs; concurrent prepares "
+    "and unprepares of it each get an answer and leave the claim consistent",
     source=GUARDRAIL,
 )
 def one_claim(ctx: SanityContext) -> None:
     (d0,) = ctx.devices(1)
     claim = ctx.claim([d0])
+    # 1. Prepares only: the kubelet retries a prepare whose answer it lost, so concurrent prepares of one
+    # claim are retries of one another and must agree. Deterministic: whatever the interleaving, every
+    # call but the first finds the claim prepared (or being prepared).
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: _prepare_answer(ctx, claim), range(8)))
+    failed = [a for a in answers if isinstance(a, str)]
+    expect(not failed, f"{len(failed)} of 8 concurrent prepares of {claim} failed: {failed[:3]}", [str(claim)], [d0[1]])
+    distinct = sorted({repr(a) for a in answers})
+    expect(len(distinct) == 1, f"8 concurrent prepares of {claim} answered {len(distinct)} different device lists: "
+           f"{distinct[:2]}", [str(claim)], [d0[1]])
+    # 2. Prepares and unprepares mixed.
     rng = random.Random(7)
     ops = [rng.choice(("prepare", "unprepare")) for _ in range(24)]
     problems: list[str] = []
@@ -62,6 +74,19 @@ def one_claim(ctx: SanityContext) -> None:
     expect(not problems, f"{len(problems)} of {len(ops)} concurrent calls on {claim} went wrong: {problems[:3]}",
            [str(claim)], [d0[1]])
     _released(ctx, [claim], [d0])
+
+
+def _prepare_answer(ctx: SanityContext, claim: ClaimRef) -> str | list[tuple[str, str, tuple[str, ...]]]:
+    """One prepare of ``claim``: its devices as (pool, device, CDI IDs), or what went wrong."""
+    try:
+        result = ctx.prepare(claim).get(claim.uid)
+    except PluginCallError as exc:
+        return str(exc)
+    if result is None:
+        return "no entry for the claim"
+    if result.error:
+        return result.error
+    return sorted((d.pool_name, d.device_name, tuple(sorted(d.cdi_device_ids))) for d in result.devices)
 
 
 @sanity_check(
