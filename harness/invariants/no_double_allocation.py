@@ -36,7 +36,7 @@ def exclusive_users(snapshot: Snapshot) -> dict[DeviceId, list[Obj]]:
 
 
 def _shareable(snapshot: Snapshot, driver: str, node: str, device: str) -> bool:
-    published = snapshot.devices.get(DeviceId(driver, node, device))
+    published = snapshot.device(DeviceId(driver, node, device))
     return bool(published is not None and published.get("allowMultipleAllocations"))
 
 
@@ -74,7 +74,7 @@ def check(snapshot: Snapshot) -> list[Violation]:
     for device, claims in sorted(exclusive_users(snapshot).items()):
         if len(claims) < 2:
             continue
-        published = snapshot.devices.get(device)
+        published = snapshot.device(device)  # as last published, if its slice is gone for now
         if published is not None and published.get("allowMultipleAllocations"):
             continue
         refs = [ref("ResourceClaim", c) for c in claims]

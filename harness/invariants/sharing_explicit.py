@@ -45,7 +45,7 @@ def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     users = exclusive_users(snapshot)
     for claim, result, device_id in snapshot.allocated():
-        device = snapshot.devices.get(device_id) or {}
+        device = snapshot.device(device_id) or {}
         pods = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or () if r.get("resource") == "pods"}
         shared = (len(users.get(device_id, ())) > 1 or device.get("allowMultipleAllocations") or result.get("shareID")
                   or len(pods) > 1)  # fmt: skip

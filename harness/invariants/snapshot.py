@@ -138,6 +138,17 @@ class Snapshot:
     """NVML probe results for real GPUs; None when not probed."""
     device_truth: tuple[NodeTruth, ...] = ()
     """Each fake node's devices as the hardware sees them (:mod:`draguard.harness.devices.truth`)."""
+    published_before: Mapping[DeviceId, Obj] = field(default_factory=dict)
+    """Devices published earlier in the run, as last published (whether or not still published now).
+    A node's slices go away for reasons that are no fault of the allocation: a kubelet deletes all of
+    its node's ResourceSlices when it starts, until the drivers register again, and a driver's slices
+    30 s after it went away (``defaultWipingDelay``, kubernetes ``pkg/kubelet/cm/dra/manager.go``);
+    the claims allocated from them stay allocated."""
+
+    def device(self, device_id: DeviceId) -> Obj | None:
+        """The device as published now, else as last published earlier in the run; None if never seen."""
+        found = self.devices.get(device_id)
+        return found if found is not None else self.published_before.get(device_id)
 
     def truth_devices(self) -> Iterator[tuple[str, DeviceRecord]]:
         """(node, device record) of every device in the device truth."""

@@ -1,5 +1,10 @@
 """``topology``: allocated devices satisfy the claim's CEL selectors (DeviceClass and request) and its
-``matchAttribute``/``distinctAttribute`` constraints, re-evaluated against the ResourceSlices."""
+``matchAttribute``/``distinctAttribute`` constraints, re-evaluated against the ResourceSlices.
+
+A device is judged as published now or, when its slice has gone since (a restarted kubelet deletes
+its node's slices until the drivers register again), as it was last published in the run: the
+allocation was made from that. An allocated device that no slice published at any time the run saw
+is a violation."""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ def _constraints(snapshot: Snapshot, claim: Obj, this: str) -> list[Violation]:
             if name not in covered and base_request(name) not in covered:
                 continue
             device_id = DeviceId(result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
-            device = snapshot.devices.get(device_id)
+            device = snapshot.device(device_id)
             if device is None:
                 continue  # reported by the selector pass
             attr = constraint.get("matchAttribute") or constraint.get("distinctAttribute") or ""
@@ -70,10 +75,11 @@ def check(snapshot: Snapshot) -> list[Violation]:
         this = ref("ResourceClaim", claim)
         for result in results:
             device_id = DeviceId(result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
-            device = snapshot.devices.get(device_id)
+            device = snapshot.device(device_id)
             if device is None:
                 out.append(Violation(NAME, f"{this}: allocated device {device_id} is not published in any "
-                                     "ResourceSlice", (this,), (str(device_id),), snapshot.time))  # fmt: skip
+                                     "ResourceSlice, and was not earlier in the run", (this,), (str(device_id),),
+                                     snapshot.time))  # fmt: skip
                 continue
             spec = request_spec(claim, result.get("request", ""))
             if spec is None:

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -101,6 +101,9 @@ class Runner:
         self._settled = False
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
+        self._published: dict[DeviceId, Mapping[str, Any]] = {}
+        """Every device a snapshot saw published, as last published (see Snapshot.published_before)."""
+        self._published_lock = threading.Lock()
         self._judge_lock = threading.Lock()
         self._driver_states: dict[str, tuple[object, NodeDriverState]] = {}
         self._player: TimelinePlayer | None = None
@@ -144,6 +147,7 @@ class Runner:
             observer.start()
             self._fleet()
             self._deploy()
+            self._remember_published()  # before any step can take a node's slices away
             checker = threading.Thread(target=self._check_continuously, name="invariants", daemon=True)
             checker.start()
             progress = threading.Thread(target=self._watch_progress, name="progress", daemon=True)
@@ -689,7 +693,9 @@ class Runner:
         drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
         truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
-        return Snapshot(
+        with self._published_lock:
+            published_before = dict(self._published)
+        snap = Snapshot(
             time=self.timeline.now(),
             pods=tuple(h.observer.objects("Pod")),
             claims=tuple(h.observer.objects("ResourceClaim")),
@@ -700,7 +706,17 @@ class Runner:
             gangs=gangs,
             gpu_usage=usage or None,
             device_truth=truth,
+            published_before=published_before,
         )
+        with self._published_lock:
+            self._published.update(snap.devices)
+        return snap
+
+    def _remember_published(self) -> None:
+        """Note the devices published now (Snapshot.published_before is built from what was noted)."""
+        devices = Snapshot(time=0.0, slices=tuple(self._h().observer.objects("ResourceSlice"))).devices
+        with self._published_lock:
+            self._published.update(devices)
 
     def _judge(self, names: list[str], snapshot: Snapshot | None = None) -> None:
         """Judge ``names`` now (over ``snapshot`` if given). A breach with a grace period counts once it

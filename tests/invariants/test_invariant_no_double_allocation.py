@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invariant_objects import claim, gpus, request, result
 
-from draguard.harness.invariants import Snapshot
+from draguard.harness.invariants import DeviceId, Snapshot
 from draguard.harness.invariants.no_double_allocation import check
 
 
@@ -37,3 +37,14 @@ def test_admin_access_and_shareable_devices_are_allowed() -> None:
     y = claim("y", [request()], [result("gpu-1", node="node-b", shareID="s2")])
     slices = (gpus("node-a"), gpus("node-b", multi=True))
     assert check(Snapshot(time=0, claims=(a, monitor, x, y), slices=slices)) == []
+
+
+def test_a_shareable_device_stays_shareable_while_its_slice_is_gone() -> None:
+    # A restarted kubelet deletes its node's slices until the driver republishes them: the two claims on
+    # the shareable device are no double allocation meanwhile.
+    x = claim("x", [request()], [result("gpu-1", node="node-b", shareID="s1")])
+    y = claim("y", [request()], [result("gpu-1", node="node-b", shareID="s2")])
+    multi = gpus("node-b", multi=True)
+    before = {DeviceId("gpu.draguard.dev", "node-b", d["name"]): d for d in multi["spec"]["devices"]}
+    assert check(Snapshot(time=0, claims=(x, y), slices=(), published_before=before)) == []
+    assert len(check(Snapshot(time=0, claims=(x, y), slices=()))) == 1  # no history: not known to be shareable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invariant_objects import claim, device_class, gpus, request, result
 
-from draguard.harness.invariants import Snapshot
+from draguard.harness.invariants import DeviceId, Snapshot
 from draguard.harness.invariants.topology import check
 
 CLASS = device_class(selectors=("device.driver == 'gpu.draguard.dev'",
@@ -78,3 +78,28 @@ def test_only_the_newest_pool_generation_counts() -> None:
     c = claim("c", [request()], [result("gpu-3")])
     [violation] = check(Snapshot(time=0, claims=(c,), slices=(old, new), device_classes=(CLASS,)))
     assert "gpu-3 is not published" in violation.message
+
+
+def _published(slice_: dict) -> dict:  # type: ignore[type-arg]
+    return {DeviceId("gpu.draguard.dev", slice_["spec"]["pool"]["name"], d["name"]): d for d in slice_["spec"]["devices"]}
+
+
+def test_a_device_whose_slice_is_gone_for_now_is_judged_as_last_published() -> None:
+    # A restarted kubelet deletes its node's slices until the driver registers again: the claim's device
+    # is judged as it was published, so a good allocation holds and a bad one is still caught.
+    ok = claim("ok", [request("gpu", 1, selectors=("device.attributes['gpu.draguard.dev'].nvlinkDomain == 1",))],
+               [result("gpu-2")])  # fmt: skip
+    bad = claim("bad", [request("gpu", 1, selectors=("device.attributes['gpu.draguard.dev'].nvlinkDomain == 1",))],
+                [result("gpu-0")])  # fmt: skip
+    wiped = Snapshot(time=9, claims=(ok, bad), slices=(), device_classes=(CLASS,),
+                     published_before=_published(gpus("node-a")))  # fmt: skip
+    [violation] = check(wiped)
+    assert violation.objects == ("ResourceClaim/chaos/bad",)
+    assert "does not match the selector" in violation.message
+
+
+def test_a_device_never_published_in_the_run_is_a_violation_even_with_history() -> None:
+    ghost = claim("ghost", [request()], [result("gpu-9")])
+    [violation] = check(Snapshot(time=0, claims=(ghost,), slices=(), device_classes=(CLASS,),
+                                 published_before=_published(gpus("node-a"))))  # fmt: skip
+    assert "gpu-9 is not published in any ResourceSlice, and was not earlier in the run" in violation.message
