@@ -206,9 +206,13 @@ func (r *cdiRuntime) RemoveContainer(ctx context.Context, req *kubeapi.RemoveCon
 // the truth a start and checks the record again after, so either this sees the marker or the feed
 // sees the record not running and tells nothing.
 func (r *cdiRuntime) waitForTruth(ctx context.Context, id string) {
-	deadline := time.Now().Add(r.truthWait)
-	for {
+	start := time.Now()
+	deadline := start.Add(r.truthWait)
+	for waited := false; ; waited = true {
 		if _, err := os.Stat(r.markerPath(id)); os.IsNotExist(err) {
+			if waited {
+				klog.V(2).InfoS("the device truth has the container stopped", "id", id, "waited", time.Since(start))
+			}
 			return
 		}
 		if !time.Now().Before(deadline) {
