@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from draguard.harness.devices.nvml import FakeNvml, NvmlError
+from draguard.harness.devices.probe import FakeProbe
 from draguard.harness.devices.truth import DeviceTruth, InstalledDevice
 from draguard.harness.kubelet.feed import DeviceTruthFeed
 from draguard.harness.paths import NodeDirs
@@ -86,6 +87,8 @@ def test_a_running_container_stays_on_the_device_until_its_record_stops_running(
     assert node.marker("c1").exists(), "the start is acknowledged for the runtime's StopContainer to wait on"
     node.feed.poll()  # later rounds keep it there, told once
     assert node.on_device() == [f"{uid}/main"]
+    [gpu] = FakeProbe(node.truth).probe().devices
+    assert len(gpu.processes) == 1 and gpu.memory_used > 0, "the device probe shows the running container"
     with pytest.raises(NvmlError, match="NVML_ERROR_IN_USE"):
         FakeNvml(node.truth).reset("gpu-0")
 
