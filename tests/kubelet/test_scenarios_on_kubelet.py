@@ -43,6 +43,7 @@ ON_KUBELET = [
     "unprepare-failure-handoff-correct-driver", "cdi-devices-correct-driver", "mps-shared-claim-correct-driver",
     "crash-during-prepare-force-delete", "evict-before-prepare-succeeded", "driver-crash-before-prepare-reply",
     "slow-reset-does-not-block-prepare", "failing-claim-does-not-strand-batch", "shared-claim-no-strategy",
+    "control-plane-restarts", "driver-down-until-cleanup", "driver-restart-under-churn", "gang-deadlock-gang-scheduling",
 ]  # fmt: skip
 
 MUTANT_CELLS = [
