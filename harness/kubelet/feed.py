@@ -148,6 +148,21 @@ class DeviceTruthFeed:
         except (OSError, ValueError):
             return False
 
+    def _acknowledge(self, record_id: str, cid: str) -> bool:
+        """Make sure the runtime's stop of the container will wait for this feed; False if it stopped already.
+
+        The marker first, then the record again: a StopContainer that marked the record not running
+        before the marker was written did not wait, so the truth must not get (or keep) the container.
+        """
+        marker = self._marker(record_id)
+        if marker.exists():
+            return True
+        marker.write_text(cid + "\n")
+        if self._still_running(record_id):
+            return True
+        marker.unlink(missing_ok=True)
+        return False
+
     def poll(self) -> None:
         """One round: containers started since the last round go onto the device truth, those that
         stopped (or whose pod is gone) come off it and their markers go, and CDI failures are told."""
@@ -168,9 +183,10 @@ class DeviceTruthFeed:
             if pod is None or not rec.get("cdiDevices") or rec["id"] in self._untold:
                 continue
             cid = f"{rec['podUID']}/{rec['container']}"
-            if cid in on_truth or cid in desired:
-                desired.add(cid)
-                backing.add(rec["id"])
+            if cid in on_truth or cid in desired:  # told already, maybe for an earlier container of that name
+                if self._acknowledge(rec["id"], cid):
+                    desired.add(cid)
+                    backing.add(rec["id"])
                 continue
             try:
                 edits = Registry([self.cdi_dir]).resolve(rec["cdiDevices"])
@@ -182,19 +198,14 @@ class DeviceTruthFeed:
             if not devices:
                 self._untold.add(rec["id"])  # nothing the hardware sees
                 continue
-            # The marker first, then the record again: a StopContainer that marked the record not
-            # running before the marker was written did not wait, and this tells no start.
-            marker = self._marker(rec["id"])
-            marker.write_text(cid + "\n")
-            if not self._still_running(rec["id"]):
-                marker.unlink(missing_ok=True)
+            if not self._acknowledge(rec["id"], cid):
                 continue
             try:
                 claims = self._claims_of(pod, rec["container"], self._claims(pod))
                 name = f"{rec['podNamespace']}/{rec['podName']}"
                 self.truth.start_container(cid, name, claims, devices)
             except Exception:
-                marker.unlink(missing_ok=True)
+                self._marker(rec["id"]).unlink(missing_ok=True)
                 raise
             desired.add(cid)
             backing.add(rec["id"])

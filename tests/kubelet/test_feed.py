@@ -159,3 +159,16 @@ def test_a_container_on_no_device_of_the_truth_gets_no_marker(tmp_path: Path) ->
     node.feed.poll()
     node.feed.poll()
     assert node.on_device() == [] and not node.marker("c1").exists()
+
+
+def test_a_new_container_of_a_name_the_truth_still_has_is_acknowledged_too(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    uid = node.api.add_pod("a")
+    node.truth.start_container(f"{uid}/main", "ns/a", ["claim-shared"], ["gpu-0"])  # told for an earlier container
+    node.record("c2", uid)
+    node.feed.poll()
+    assert node.on_device() == [f"{uid}/main"]
+    assert node.marker("c2").exists(), "its stop must wait for the feed as any other"
+    node.record("c2", uid, running=False)
+    node.feed.poll()
+    assert node.on_device() == [] and not node.marker("c2").exists()
