@@ -23,7 +23,8 @@ atomically; readers just read (a rename is atomic). Who writes what:
 - the runner (or the driver, if absent) installs the devices: the hardware exists before any driver;
 - the fake driver, only through :class:`~.nvml.FakeNvml` (reset, partition, configure sharing);
 - the fake node agent, through :meth:`DeviceTruth.start_container` / :meth:`stop_containers`, as a
-  container runtime.
+  container runtime; on a hollow kubelet's node its device-truth feed, which stops containers one by
+  one (:meth:`DeviceTruth.stop_container`).
 """
 
 from __future__ import annotations
@@ -391,11 +392,17 @@ class DeviceTruth:
         """The pod's containers exit: their processes end and their memory is freed; the devices stay
         dirty until a reset. Returns the devices they were on."""
         prefix = f"{pod_uid}/"
+        return self._stop(lambda cid: cid.startswith(prefix))
 
+    def stop_container(self, container_id: str) -> list[str]:
+        """One container (``<pod uid>/<container name>``) exits, as :meth:`stop_containers` has a pod's."""
+        return self._stop(lambda cid: cid == container_id)
+
+    def _stop(self, stops: Callable[[str], bool]) -> list[str]:
         def change(draft: _Draft) -> list[str]:
             touched = []
             for name, rec in list(draft.devices.items()):
-                kept = tuple(c for c in rec.containers if not c.id.startswith(prefix))
+                kept = tuple(c for c in rec.containers if not stops(c.id))
                 if len(kept) != len(rec.containers):
                     touched.append(name)
                     draft.put(_replace(rec, containers=kept))

@@ -8,15 +8,23 @@ it could not create (its CDI devices did not resolve). Those records are what ``
 itself and writes ``<root>/<node>/containers/<id>.json`` per container; :class:`DeviceTruthFeed`
 turns those records, and the ``CreateContainerError`` the kubelet posts when CDI injection fails,
 into the same device-truth records: a container on an unhealthy device, a device handed to another
-claim with no reset between, a container whose CDI devices did not resolve.
+claim with no reset between, containers of two pods on one device at once, a container whose CDI
+devices did not resolve.
 
-Not recorded: how long a container runs. Each is told as started and at once as exited (see
-:meth:`DeviceTruthFeed.poll`), so "containers of two pods on one device at the same time"
-(``unshared-pods``) is not seen on kubelet nodes, and the device probe shows no processes there.
+A container stays on the device truth while it runs. The kubelet unprepares a pod's claims right
+after its containers stopped (``pkg/kubelet/kubelet.go``, SyncTerminatingPod), so a stop must reach
+the truth before the runtime's StopContainer returns, or the driver's reset would find a process on
+the device (NVML_ERROR_IN_USE) where a real node has none. The two sides agree through a marker,
+``containers/<id>.truth``: the feed writes it before it tells the truth a start (and tells none if
+the record stopped running meanwhile); the runtime's StopContainer and RemoveContainer mark the
+record not running and wait, at most 5 s, until the feed told the truth the stop and removed the
+marker. Containers leave the truth when their record stops running or disappears, and when their
+pod is gone from the API.
 
 Watches the containers folder every 0.1 s and reads the node's pods every 0.5 s while the kubelet
-runs; nothing happens on a node without device truth (a driver other than the fake one). Talks to
-the API server (the node's pods and their claims) and the node's files.
+runs; nothing happens on a node without device truth (a driver other than the fake one: no marker
+is written and the runtime never waits). Talks to the API server (the node's pods and their claims)
+and the node's files.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ class DeviceTruthFeed:
         self.watch_interval = watch_interval
         """Seconds between looks at the containers folder; a change starts a round at once."""
         self.truth = DeviceTruth(dirs.root, dirs.node)
-        self._started: dict[str, set[str]] = {}  # pod uid -> container record ids told as started
+        self._untold: set[str] = set()  # running container record ids with no device the truth knows
         self._failed: set[tuple[str, str, str]] = set()  # (pod uid, container, message) told as failed
         self._claim_uids: dict[tuple[str, str], str] = {}
         self._stop = threading.Event()
@@ -129,38 +137,84 @@ class DeviceTruthFeed:
                                if r.get("name") in claim_uids})  # fmt: skip
         return []
 
+    def _marker(self, record_id: str) -> Path:
+        """The acknowledgement the runtime's StopContainer waits on (``runtime.go``, markerPath)."""
+        return self.dirs.base / "containers" / f"{Path(record_id).name}.truth"
+
+    def _still_running(self, record_id: str) -> bool:
+        try:
+            return bool(json.loads((self.dirs.base / "containers" / f"{Path(record_id).name}.json").read_text())
+                        .get("running"))  # fmt: skip
+        except (OSError, ValueError):
+            return False
+
+    def _acknowledge(self, record_id: str, cid: str) -> bool:
+        """Make sure the runtime's stop of the container will wait for this feed; False if it stopped already.
+
+        The marker first, then the record again: a StopContainer that marked the record not running
+        before the marker was written did not wait, so the truth must not get (or keep) the container.
+        """
+        marker = self._marker(record_id)
+        if marker.exists():
+            return True
+        marker.write_text(cid + "\n")
+        if self._still_running(record_id):
+            return True
+        marker.unlink(missing_ok=True)
+        return False
+
     def poll(self) -> None:
-        """Tell the device truth about the containers started since the last round, and CDI failures."""
+        """One round: containers started since the last round go onto the device truth, those that
+        stopped (or whose pod is gone) come off it and their markers go, and CDI failures are told."""
         if not self.truth.exists:
             return
         records = [r for r in self._records() if r.get("running")]
         pods = {p["metadata"]["uid"]: p for p in
                 self.kube.list("Pod", field_selector=f"spec.nodeName={self.dirs.node}")[0]}  # fmt: skip
-        for uid in [u for u in self._started if u not in pods]:
-            del self._started[uid]
+        running = {r["id"] for r in records}
+        self._untold &= running
+        truth = self.truth.read()
+        on_truth = {c.id for d in truth.devices.values() for c in d.containers}
+        desired: set[str] = set()  # truth container ids (<pod uid>/<container>) of running records
+        backing: set[str] = set()  # the records of those, whose markers stay
         by_path: dict[str, str] | None = None  # the device truth's devices by device node, read once a round
         for rec in records:
             pod = pods.get(rec.get("podUID", ""))
-            if pod is None or rec["id"] in self._started.get(rec["podUID"], set()) or not rec.get("cdiDevices"):
+            if pod is None or not rec.get("cdiDevices") or rec["id"] in self._untold:
+                continue
+            cid = f"{rec['podUID']}/{rec['container']}"
+            if cid in on_truth or cid in desired:  # told already, maybe for an earlier container of that name
+                if self._acknowledge(rec["id"], cid):
+                    desired.add(cid)
+                    backing.add(rec["id"])
                 continue
             try:
                 edits = Registry([self.cdi_dir]).resolve(rec["cdiDevices"])
             except CdiError:
                 continue  # the kubelet's runtime resolved them when it created the container; changed since
             if by_path is None:
-                by_path = self.truth.read().by_path()
+                by_path = truth.by_path()
             devices = [by_path[n.source] for n in edits.device_nodes if n.source in by_path]
-            if devices:
+            if not devices:
+                self._untold.add(rec["id"])  # nothing the hardware sees
+                continue
+            if not self._acknowledge(rec["id"], cid):
+                continue
+            try:
                 claims = self._claims_of(pod, rec["container"], self._claims(pod))
                 name = f"{rec['podNamespace']}/{rec['podName']}"
-                self.truth.start_container(f"{rec['podUID']}/{rec['container']}", name, claims, devices)
-                # Told as started and at once as exited: what the device keeps (dirty, used by these
-                # claims) and the incidents of the start are recorded, but no process stays on it. The
-                # kubelet unprepares right after it stops a pod's containers (pkg/kubelet/kubelet.go,
-                # SyncTerminatingPod), sooner than this feed sees the stop, and a process left on the
-                # device would fail the driver's reset (NVML_ERROR_IN_USE) where a real node would not.
-                self.truth.stop_containers(rec["podUID"])
-            self._started.setdefault(rec["podUID"], set()).add(rec["id"])
+                self.truth.start_container(cid, name, claims, devices)
+            except Exception:
+                self._marker(rec["id"]).unlink(missing_ok=True)
+                raise
+            desired.add(cid)
+            backing.add(rec["id"])
+        for cid in sorted(on_truth - desired):
+            self.truth.stop_container(cid)
+        # Only now, with the stops on the truth, may the waiting StopContainer calls return.
+        for marker in (self.dirs.base / "containers").glob("*.truth"):
+            if marker.name.removesuffix(".truth") not in backing:
+                marker.unlink(missing_ok=True)
         for uid, pod in pods.items():
             self._failures(uid, pod)
 

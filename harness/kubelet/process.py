@@ -3,7 +3,8 @@
 The node root is the :class:`~draguard.harness.paths.NodeDirs` base: the kubelet's root directory
 (``plugins_registry/``, ``plugins/<driver>/``, the DRA checkpoint ``dra_manager_state``), the CDI
 directory ``cdi/`` that its fake runtime resolves devices against, ``containers/<id>.json`` (what each
-container got: its CDI devices and their environment) and the runtime's socket ``cri.sock``. The
+container got: its CDI devices and their environment; beside it ``<id>.truth`` while the device truth
+has the container running, see :mod:`.feed`) and the runtime's socket ``cri.sock``. The
 kubelet talks to the API server as ``system:node:<name>`` with a certificate from the cluster's CA.
 
 Talks to: the binary (a :class:`~draguard.harness.process.Supervised` child that dies with its
@@ -167,13 +168,17 @@ class HollowKubelet:
             node_kubeconfig(self._pki, self._server, self.node, self.kubeconfig)
         self._log_offset = self.log.stat().st_size if self.log.exists() else 0
         self._started = time.time()
+        # What its runtime does goes into the node's device truth, as the fake agent's runtime records it.
+        # The feed watches before the kubelet starts: a restarted runtime drops the containers of the
+        # last one (runtime.go, clearRecords), and they must leave the truth before the kubelet can
+        # unprepare a claim of a pod deleted meanwhile.
+        self._feed = DeviceTruthFeed(self.dirs, self.cdi_dir, self.admin).start()
         try:
             self._proc.start(timeout)
         except HarnessError:
             self._proc.stop(timeout=5)
+            self._stop_feed()
             raise
-        # What its runtime does goes into the node's device truth, as the fake agent's runtime records it.
-        self._feed = DeviceTruthFeed(self.dirs, self.cdi_dir, self.admin).start()
         return self
 
     def _stop_feed(self) -> None:

@@ -6,6 +6,15 @@ package main
 // pkg/oci WithCDIDevices, which calls the CDI cache's InjectDevices and fails the container when a
 // device does not resolve). The fake runtime keeps container configs to itself, so what each
 // container got is recorded as <root>/containers/<container id>.json for draguard to read.
+//
+// A stop reaches the node's device truth before StopContainer returns. draguard's device-truth feed
+// (harness/kubelet/feed.py) acknowledges each container it told the truth as started with a marker
+// <root>/containers/<container id>.truth, and removes the marker once it told the truth the stop.
+// StopContainer and RemoveContainer mark the record not running, then wait for that marker to go:
+// the kubelet unprepares a pod's claims as soon as StopContainer returned for its containers
+// (k8s.io/kubernetes pkg/kubelet/kubelet.go, SyncTerminatingPod), and a real container's processes
+// are gone from the device by then, so the truth must be too (else the driver's reset sees a process
+// on the device). With no feed (a driver without device truth) no marker is written and nothing waits.
 
 import (
 	"context"
@@ -14,7 +23,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"google.golang.org/grpc"
@@ -38,6 +49,18 @@ type ContainerRecord struct {
 	Running      bool     `json:"running"`
 }
 
+// truthWait bounds how long a stop waits for the feed. The feed looks at the containers folder every
+// 0.1 s, so it answers within a few tenths of a second; the bound only matters when the feed is gone
+// (its kubelet being stopped). It stays well inside the deadline the kubelet gives the call: the CRI
+// client's StopContainer allows its request timeout plus the grace period (k8s.io/cri-client
+// pkg/remote_runtime.go, StopContainer: "timeout + default timeout"), that is the 15 s this kubelet
+// builds its runtime client with (main.go) plus at least minimumGracePeriodInSeconds = 2 s
+// (pkg/kubelet/kuberuntime/kuberuntime_manager.go); RemoveContainer has the 15 s alone.
+const truthWait = 5 * time.Second
+
+// truthPoll is how often a waiting stop looks for the feed's acknowledgement.
+const truthPoll = 10 * time.Millisecond
+
 type cdiRuntime struct {
 	*fakeremote.RemoteRuntime
 	cdiDir     string
@@ -45,6 +68,7 @@ type cdiRuntime struct {
 	socketPath string
 	server     *grpc.Server
 	mu         sync.Mutex
+	truthWait  time.Duration
 }
 
 // startRuntime serves the fake runtime's CRI services on <root>/cri.sock (kubemark uses a random
@@ -56,8 +80,14 @@ func startRuntime(root, cdiDir string) (*cdiRuntime, error) {
 		recordDir:     filepath.Join(root, "containers"),
 		socketPath:    filepath.Join(root, "cri.sock"),
 		server:        grpc.NewServer(),
+		truthWait:     truthWait,
 	}
 	if err := os.MkdirAll(r.recordDir, 0o755); err != nil {
+		return nil, err
+	}
+	// The fake runtime keeps its containers in memory: those a previous process recorded are gone
+	// (the restarted kubelet creates its pods' containers again), and so are their acknowledgements.
+	if err := clearRecords(r.recordDir); err != nil {
 		return nil, err
 	}
 	_ = os.Remove(r.socketPath)
@@ -145,26 +175,81 @@ func (r *cdiRuntime) StartContainer(ctx context.Context, req *kubeapi.StartConta
 	return resp, err
 }
 
+// StopContainer stops the container, then waits until the device truth knows (see truthWait).
 func (r *cdiRuntime) StopContainer(ctx context.Context, req *kubeapi.StopContainerRequest) (*kubeapi.StopContainerResponse, error) {
 	resp, err := r.RemoteRuntime.StopContainer(ctx, req)
 	if err == nil {
 		r.setRunning(req.GetContainerId(), false)
+		r.waitForTruth(ctx, req.GetContainerId())
 	}
 	return resp, err
 }
 
+// RemoveContainer removes the container and its record; a container removed while it runs (the
+// CRI allows it: containerd stops it first) leaves the device truth first, as in StopContainer.
 func (r *cdiRuntime) RemoveContainer(ctx context.Context, req *kubeapi.RemoveContainerRequest) (*kubeapi.RemoveContainerResponse, error) {
 	resp, err := r.RemoteRuntime.RemoveContainer(ctx, req)
 	if err == nil {
+		id := req.GetContainerId()
+		r.setRunning(id, false)
+		r.waitForTruth(ctx, id)
 		r.mu.Lock()
-		_ = os.Remove(r.recordPath(req.GetContainerId()))
+		_ = os.Remove(r.recordPath(id))
+		_ = os.Remove(r.markerPath(id))
 		r.mu.Unlock()
 	}
 	return resp, err
 }
 
+// waitForTruth waits, at most r.truthWait, until the feed's acknowledgement of the container is gone.
+// The record was marked not running before this looks: the feed writes the marker before it tells
+// the truth a start and checks the record again after, so either this sees the marker or the feed
+// sees the record not running and tells nothing.
+func (r *cdiRuntime) waitForTruth(ctx context.Context, id string) {
+	start := time.Now()
+	deadline := start.Add(r.truthWait)
+	for waited := false; ; waited = true {
+		if _, err := os.Stat(r.markerPath(id)); os.IsNotExist(err) {
+			if waited {
+				klog.V(2).InfoS("the device truth has the container stopped", "id", id, "waited", time.Since(start))
+			}
+			return
+		}
+		if !time.Now().Before(deadline) {
+			klog.InfoS("the device truth feed did not acknowledge the container's stop; going on", "id", id, "waited", r.truthWait)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(truthPoll):
+		}
+	}
+}
+
 func (r *cdiRuntime) recordPath(id string) string {
 	return filepath.Join(r.recordDir, filepath.Base(id)+".json")
+}
+
+// markerPath is the feed's acknowledgement that the device truth has the container as running.
+func (r *cdiRuntime) markerPath(id string) string {
+	return filepath.Join(r.recordDir, filepath.Base(id)+".truth")
+}
+
+// clearRecords removes the records and acknowledgements a previous runtime left in dir.
+func clearRecords(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".truth") || strings.HasSuffix(name, ".tmp") {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (r *cdiRuntime) writeRecord(rec ContainerRecord) error {

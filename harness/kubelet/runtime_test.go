@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	kubeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -100,5 +101,147 @@ func TestStopRemovesTheSocket(t *testing.T) {
 	r.Stop()
 	if _, err := os.Stat(r.socketPath); !os.IsNotExist(err) {
 		t.Fatalf("socket remains after Stop: %v", err)
+	}
+}
+
+// startedContainer creates and starts a container with the test device and returns its id.
+func startedContainer(t *testing.T, r *cdiRuntime, cdiDir string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(cdiDir, "gpu.json"), []byte(specJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.CreateContainer(context.Background(), createRequest(t, r, testCDI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.StartContainer(context.Background(), &kubeapi.StartContainerRequest{ContainerId: resp.ContainerId}); err != nil {
+		t.Fatal(err)
+	}
+	return resp.ContainerId
+}
+
+func readRecord(t *testing.T, r *cdiRuntime, id string) ContainerRecord {
+	t.Helper()
+	data, err := os.ReadFile(r.recordPath(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec ContainerRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestStopWithoutAFeedMarkerReturnsAtOnce(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	r.truthWait = time.Hour // a wait would hang the test: none must happen
+	id := startedContainer(t, r, cdiDir)
+	if _, err := r.StopContainer(context.Background(), &kubeapi.StopContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if readRecord(t, r, id).Running {
+		t.Fatal("the stopped container's record still says running")
+	}
+}
+
+func TestStopWaitsUntilTheFeedRemovesItsMarker(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	r.truthWait = time.Hour
+	id := startedContainer(t, r, cdiDir)
+	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil { // the feed told the truth a start
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.StopContainer(context.Background(), &kubeapi.StopContainerRequest{ContainerId: id})
+		done <- err
+	}()
+	// As the feed: it sees the record turn not running, and only then may the call return.
+	for readRecord(t, r, id).Running {
+		select {
+		case err := <-done:
+			t.Fatalf("StopContainer returned (%v) before the record said not running", err)
+		case <-time.After(truthPoll):
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("StopContainer returned (%v) while the feed's marker was still there", err)
+	default:
+	}
+	if err := os.Remove(r.markerPath(id)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStopGoesOnWhenTheFeedNeverAnswers(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	r.truthWait = 50 * time.Millisecond // the feed is gone (its kubelet stopping): the bound lets the stop go on
+	id := startedContainer(t, r, cdiDir)
+	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.StopContainer(context.Background(), &kubeapi.StopContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	if readRecord(t, r, id).Running {
+		t.Fatal("the stopped container's record still says running")
+	}
+}
+
+func TestRemovingARunningContainerWaitsForTheFeedThenDropsRecordAndMarker(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	r.truthWait = time.Hour
+	id := startedContainer(t, r, cdiDir)
+	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.RemoveContainer(context.Background(), &kubeapi.RemoveContainerRequest{ContainerId: id})
+		done <- err
+	}()
+	for readRecord(t, r, id).Running {
+		time.Sleep(truthPoll)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("RemoveContainer returned (%v) while the feed's marker was still there", err)
+	default:
+	}
+	if err := os.Remove(r.markerPath(id)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.recordPath(id)); !os.IsNotExist(err) {
+		t.Fatalf("record of a removed container remains: %v", err)
+	}
+}
+
+func TestARestartedRuntimeDropsTheRecordsAndMarkersOfTheLastOne(t *testing.T) {
+	r, cdiDir := startTestRuntime(t)
+	id := startedContainer(t, r, cdiDir)
+	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	root := filepath.Dir(r.recordDir)
+	again, err := startRuntime(root, cdiDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(again.Stop)
+	left, err := os.ReadDir(again.recordDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("a fresh runtime, whose containers are all gone, kept %d files of the last one", len(left))
 	}
 }

@@ -140,3 +140,13 @@ def test_a_damaged_truth_file_is_an_error_naming_it(tmp_path: Path) -> None:
     t.path.write_text("{")
     with pytest.raises(HarnessError, match="device truth is damaged"):
         t.read()
+
+
+def test_one_container_of_a_pod_exits_and_the_others_stay(tmp_path: Path) -> None:
+    t = _truth(tmp_path, "gpu-0", "gpu-1")
+    t.start_container("pod-a/main", "ns/a", ["claim-a"], ["gpu-0"])
+    t.start_container("pod-a/side", "ns/a", ["claim-a"], ["gpu-0", "gpu-1"])
+    assert t.stop_container("pod-a/side") == ["gpu-0", "gpu-1"]
+    devices = t.read().devices
+    assert [c.id for c in devices["gpu-0"].containers] == ["pod-a/main"] and devices["gpu-1"].containers == ()
+    assert t.stop_container("pod-a/side") == [], "a container that exited is not on any device"

@@ -6,9 +6,10 @@ still caught). The differential test compares the two agents call by call.
 Incidents only the hardware sees (a container on a failed GPU, a dirty handoff, a container whose
 CDI devices did not resolve) reach the device truth through harness/kubelet/feed.py, which turns the
 hollow kubelet's container records into the records the fake agent's runtime writes; without it those
-scenarios passed a mutant on kubelets. shared-claim-no-strategy is left out: it needs two pods'
-containers on one GPU at the same time, and the feed does not keep containers running (see its
-docstring and docs/kubelet-differential.md).
+scenarios passed a mutant on kubelets. The feed keeps a container on the device truth while it runs,
+and the runtime's StopContainer waits until the feed told the truth its stop (before the kubelet can
+unprepare): so shared-claim-no-strategy, two pods' containers on one GPU at the same time with no
+sharing strategy, is caught on kubelets too (its own expectation: sharing-explicit violated).
 
 legacy-extended-resource-mix is left out: it needs device-plugin extended resources on the Node,
 which the fake agent advertises and a hollow kubelet's stub device manager does not."""
@@ -41,7 +42,8 @@ ON_KUBELET = [
     "gang-deadlock-per-pod", "device-failure-correct-driver",
     "unprepare-failure-handoff-correct-driver", "cdi-devices-correct-driver", "mps-shared-claim-correct-driver",
     "crash-during-prepare-force-delete", "evict-before-prepare-succeeded", "driver-crash-before-prepare-reply",
-    "slow-reset-does-not-block-prepare", "failing-claim-does-not-strand-batch",
+    "slow-reset-does-not-block-prepare", "failing-claim-does-not-strand-batch", "shared-claim-no-strategy",
+    "control-plane-restarts", "driver-down-until-cleanup", "driver-restart-under-churn", "gang-deadlock-gang-scheduling",
 ]  # fmt: skip
 
 MUTANT_CELLS = [
