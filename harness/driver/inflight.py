@@ -38,7 +38,7 @@ class CallsInFlight:
         # four fsyncs per call bought nothing (py-spy put a quarter of a fake prepare's samples in this
         # write; leaving them out did not change driver-calls' latency beyond this machine's noise).
         atomic_write(self.path, json.dumps({"pid": os.getpid(), "inFlight": self._n}).encode(), point="calls",
-                     durable=False)  # fmt: skip
+                     sync="none")  # fmt: skip
 
     @contextmanager
     def call(self) -> Iterator[None]:
