@@ -21,6 +21,9 @@ __all__ = ["command"]
 @click.option("--nodes", type=click.IntRange(1, 1000), default=None, help="Fake nodes (dra-throughput, invariant-cost, churn).")
 @click.option("--pods", type=click.IntRange(1, 20_000), default=None, help="Pods (dra-throughput, invariant-cost); claims per driver (driver-calls).")
 @click.option("--devices", type=click.IntRange(1, 128), default=None, help="Devices per node.")
+@click.option("--reset-ms", type=click.IntRange(0, 60_000), default=None,
+              help="driver-calls: the fake driver's modelled device reset wait (default 0: the upstream test "
+                   "driver resets nothing; scenarios run with 5).")
 @click.option("--rate", type=click.FloatRange(0.1, 1000), default=None, help="Operations per second (churn).")
 @click.option("--duration", type=click.FloatRange(1, 3600), default=None, help="Seconds (churn, fake-nodes).")
 @click.option("--limit", type=click.IntRange(0, 1000), default=None, help="Scenarios to run (library-wall; 0: all).")
@@ -28,11 +31,11 @@ __all__ = ["command"]
               help="dra-throughput: require (or skip) upstream scheduler_perf; by default it runs when "
                    "`draguard cluster build --scheduler-perf` built it, and the result says why when not.")
 def command(names: tuple[str, ...], repeat: int, output_dir: str, nodes: int | None, pods: int | None,
-            devices: int | None, rate: float | None, duration: float | None, limit: int | None,
+            devices: int | None, reset_ms: int | None, rate: float | None, duration: float | None, limit: int | None,
             scheduler_perf: bool | None) -> None:  # fmt: skip
     """Measure the pieces that have targets (default: all); sizes by flags, defaults at the issue's scale."""
     err = Console(stderr=True)
-    sizes = {"nodes": nodes, "pods": pods, "devices": devices, "rate": rate, "duration": duration, "limit": limit,
+    sizes = {"nodes": nodes, "pods": pods, "devices": devices, "reset_ms": reset_ms, "rate": rate, "duration": duration, "limit": limit,
              "count": nodes, "scheduler_perf": scheduler_perf}  # fmt: skip
     results = run_benchmarks(list(names) or list(BENCHMARKS), repeat, Path(output_dir), lambda m: err.log(m, highlight=False),
                              sizes)  # fmt: skip

@@ -151,7 +151,7 @@ BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "kubelet": bench_kubelet,
 }
 """Each takes ``(repeat, progress)`` and, where it has sizes, keyword arguments for them (``nodes``,
-``pods``, ``devices``, ``rate``, ``duration``, ``count``, ``limit``): ``draguard bench --nodes 50`` passes
+``pods``, ``devices``, ``reset_ms``, ``rate``, ``duration``, ``count``, ``limit``): ``draguard bench --nodes 50`` passes
 ``nodes=50`` to every selected benchmark that takes it."""
 
 

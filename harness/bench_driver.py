@@ -12,7 +12,13 @@ one claim per call, DRA v1):
 Each claim is a real ResourceClaim in the API server, allocated by this benchmark to one device of the
 driver's own ResourceSlice (status written directly, as scheduler_perf's ``allocResourceClaims`` does):
 both drivers read the claim from the API server when preparing, so an API GET is part of every prepare
-for both. The fake driver also models a device reset on unprepare (5 ms by default, as in every run).
+for both. What else each does per call is in the result (``per_call``, :data:`PER_CALL`): the fake
+driver keeps a durable checkpoint (the upstream test driver keeps its prepared claims in memory) and
+resets the device through its NVML-like interface on unprepare. The modelled wait of that reset
+(5 ms in every run) is a parameter here, ``reset_ms``, 0 by default: the upstream test driver resets
+nothing, so a reset wait would only measure the model. ``fsync_ms`` is this disk's cost of one
+synced write, measured in the same run beside the drivers: the floor the fake's checkpoint puts
+under its calls.
 
 Two phases per driver, the drivers alternating within each repeat so machine noise hits all alike:
 
@@ -38,7 +44,7 @@ from typing import Any
 from .cluster.local import LocalCluster
 from .kube import RUN_LABEL, Kube, Obj
 
-__all__ = ["bench_driver_calls"]
+__all__ = ["PER_CALL", "bench_driver_calls"]
 
 Progress = Callable[[str], None]
 
@@ -70,6 +76,35 @@ def _devices(kube: Kube, driver: str, node: str, timeout: float = 60.0) -> list[
     from .errors import HarnessError
 
     raise HarnessError(f"driver {driver} published no ResourceSlice for node {node} within {timeout:.0f}s")
+
+
+_FAKE = ("prepare: GET the ResourceClaim; checkpoint PrepareStarted (file fsync, rename); CDI spec (rename); "
+         "checkpoint PrepareCompleted (file fsync, rename); fsync of the checkpoint's directory. unprepare: checkpoint "
+         "UnprepareStarted (file fsync, rename); device reset through NVML (device truth read and written under its "
+         "flock, modelled reset wait {reset_ms} ms); CDI spec removed; checkpoint without the claim (file fsync, rename); "
+         "fsync of the directory. Both: the calls-in-flight file replaced twice (rename, no fsync); {how}.")
+PER_CALL = {
+    "fake (driver host)": _FAKE.replace("{how}", "one Python process serving many nodes"),
+    "fake (process per node)": _FAKE.replace("{how}", "one Python process for this node"),
+    "upstream test driver": "prepare: the kubeletplugin helper GETs the ResourceClaim (dynamic-resource-allocation "
+                            "kubeletplugin/draplugin.go); CDI spec written with os.WriteFile, no fsync; prepared claims "
+                            "kept in memory, no checkpoint. unprepare: CDI spec removed (os.Remove), claim dropped from "
+                            "memory; no reset (test/e2e/dra/test-driver/app/kubeletplugin.go).",
+}  # fmt: skip
+"""What each driver does per call, so that the ratios can be read for what they compare."""
+
+
+def _fsync_ms(directory: Path, n: int = 30) -> float:
+    """Median milliseconds of one synced write here: 1 KiB to a temporary file, fsync, rename (a fake
+    prepare makes two of these and one directory fsync)."""
+    from .driver.state import atomic_write
+
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        atomic_write(directory / "fsync-probe", b"x" * 1024, sync="file")
+        samples.append((time.perf_counter() - t0) * 1000)
+    return round(statistics.median(samples), 2)
 
 
 def _ms(samples: list[float]) -> dict[str, float]:
@@ -145,15 +180,17 @@ class _Target:
         return round(2 * sum(len(r) for r in self.per_device) / wall, 1)
 
 
-def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices: int = 8) -> dict[str, Any]:
-    """``pods``: claims per driver (one per pod, as the kubelet sends them); ``devices`` per node."""
+def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices: int = 8, reset_ms: int = 0) -> dict[str, Any]:
+    """``pods``: claims per driver (one per pod, as the kubelet sends them); ``devices`` per node;
+    ``reset_ms``: the fake driver's modelled device reset wait (scenarios run with 5)."""
     from .driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
     from .driver.host import DriverHostProcess, HostedNode
     from .driver.process import FakeDriverProcess
     from .nodes.node import NodeSpec, register_node
     from .paths import DEFAULT_DRIVER, NodeDirs
 
-    runs = []
+    runs: list[dict[str, Any]] = []
+    fsyncs: list[float] = []
     for i in range(repeat):
         with LocalCluster(f"bench-drv-{os.getpid()}-{i}", progress=lambda m: None) as cluster, \
                 tempfile.TemporaryDirectory(prefix="dgd", dir="/tmp") as tmp:  # fmt: skip
@@ -165,8 +202,10 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
                 register_node(kube, NodeSpec(n, run_id=run))
             ns = f"drv-{run}"
             kube.create_namespace(ns, {RUN_LABEL: run})
-            host = DriverHostProcess(cluster.kubeconfig, root / "host", [HostedNode(names["host"], None, devices)])
-            proc = FakeDriverProcess(cluster.kubeconfig, names["proc"], root=root / "proc", devices=devices)
+            host = DriverHostProcess(cluster.kubeconfig, root / "host", [HostedNode(names["host"], None, devices)],
+                                     reset_ms=reset_ms)  # fmt: skip
+            proc = FakeDriverProcess(cluster.kubeconfig, names["proc"], root=root / "proc", devices=devices,
+                                     reset_ms=reset_ms)  # fmt: skip
             upstream = ExternalPluginProcess(cluster.kubeconfig, names["up"], root=root / "up", devices=devices)
             try:
                 host.start()
@@ -188,12 +227,14 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
                     sample[t.label] = {"prepare_ms": _ms(lat["prepare"]), "unprepare_ms": _ms(lat["unprepare"])}
                 for t in targets:
                     sample[t.label]["calls_per_s"] = t.throughput()
+                sample["fsync_ms"] = _fsync_ms(root)
                 for t in targets:
                     t.client.close()
             finally:
                 upstream.stop()
                 proc.stop()
                 host.stop()
+        fsync = sample.pop("fsync_ms")
         up = sample["upstream test driver"]
         for label in ("fake (driver host)", "fake (process per node)"):
             s = sample[label]
@@ -201,9 +242,10 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
             s["unprepare_p50_over_upstream"] = round(s["unprepare_ms"]["p50"] / up["unprepare_ms"]["p50"], 2)
             s["upstream_calls_per_s_over_this"] = round(up["calls_per_s"] / s["calls_per_s"], 2)
         runs.append(sample)
+        fsyncs.append(fsync)
         progress(f"driver-calls #{i + 1}: " + "; ".join(
             f"{k}: prepare p50 {v['prepare_ms']['p50']} ms, unprepare p50 {v['unprepare_ms']['p50']} ms, "
-            f"{v['calls_per_s']} calls/s" for k, v in sample.items()))  # fmt: skip
+            f"{v['calls_per_s']} calls/s" for k, v in sample.items()) + f"; synced write {fsync} ms")  # fmt: skip
 
     def med(label: str, key: str) -> float:
         return round(float(statistics.median(r[label][key] for r in runs)), 2)
@@ -219,6 +261,14 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
         "upstream_prepare_p50_ms_median": round(statistics.median(r["upstream test driver"]["prepare_ms"]["p50"] for r in runs), 2),
         **ratios,
         "process_per_node_prepare_latency_ratio_median": med("fake (process per node)", "prepare_p50_over_upstream"),
+        "fake_unprepare_p50_ms_median": round(statistics.median(r[host_label]["unprepare_ms"]["p50"] for r in runs), 2),
+        "upstream_unprepare_p50_ms_median": round(statistics.median(r["upstream test driver"]["unprepare_ms"]["p50"] for r in runs), 2),
+        "fake_calls_per_s_median": round(statistics.median(r[host_label]["calls_per_s"] for r in runs), 1),
+        "upstream_calls_per_s_median": round(statistics.median(r["upstream test driver"]["calls_per_s"] for r in runs), 1),
+        "fake_reset_ms": reset_ms,
+        "fsync_ms_median": round(statistics.median(fsyncs), 2),
+        "fsync_ms_samples": fsyncs,
+        "per_call": {k: v.replace("{reset_ms}", str(reset_ms)) for k, v in PER_CALL.items()},
         "ratios": "fake/upstream for latency (under 1: the fake is faster); upstream/fake for calls per second "
                   "(under 1: the fake is faster)",
         "target": "the Python fake driver at least as fast as the upstream Go test driver (ratios <= 1)",

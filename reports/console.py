@@ -195,8 +195,10 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
             table.add_row(name, str(r["median"]), r["unit"],
                           f"fake/upstream prepare latency {r['prepare_latency_ratio_median']}, unprepare "
                           f"{r['unprepare_latency_ratio_median']}, throughput upstream/fake "
-                          f"{r['throughput_ratio_median']} ({r['claims']} claims, {r['parallel']} at a time); "
-                          f"target {r['target']}: {'met' if r['met'] else 'NOT met'}")  # fmt: skip
+                          f"{r['throughput_ratio_median']} ({r['claims']} claims, {r['parallel']} at a time"
+                          + (f"; fake reset wait {r['fake_reset_ms']} ms, synced write {r['fsync_ms_median']} ms"
+                             if "fsync_ms_median" in r else "")
+                          + f"); target {r['target']}: {'met' if r['met'] else 'NOT met'}")  # fmt: skip
         else:
             detail = f"target {r['target']}: {'met' if r['met'] else 'NOT met'}" if "target" in r else ""
             table.add_row(name, str(r["median"]), r["unit"], detail)

@@ -18,7 +18,9 @@ reset of a device in use, a container that could not get its device). They stay 
 an invariant judging a later snapshot still sees them.
 
 Writers take an exclusive ``flock`` on ``devices/.lock``, read, change, and replace the file
-atomically; readers just read (a rename is atomic). Who writes what:
+atomically; readers just read (a rename is atomic). The file is not synced to disk: it is the
+hardware's state, which a power loss of the machine ends anyway (the lock and the rename are what
+keep the processes that share it consistent). Who writes what:
 
 - the runner (or the driver, if absent) installs the devices: the hardware exists before any driver;
 - the fake driver, only through :class:`~.nvml.FakeNvml` (reset, partition, configure sharing);
@@ -270,6 +272,9 @@ class DeviceTruth:
         self.path = self.dir / TRUTH_FILE
         self.lock_path = self.dir / ".lock"
         self.dev_dir = self.dir / "dev"
+        self._parsed: tuple[bytes, NodeTruth] | None = None
+        """The last content read or written and what it parses to: the driver and the agent read the
+        file several times per call, mostly unchanged, and parsing costs ten times reading."""
 
     # -- reading ------------------------------------------------------------------------------
     @property
@@ -284,10 +289,15 @@ class DeviceTruth:
             return NodeTruth(self.node)
         except OSError as exc:
             raise HarnessError(f"{self.path}: cannot read device truth: {exc.strerror or exc}") from exc
+        parsed = self._parsed
+        if parsed is not None and parsed[0] == raw:  # the same bytes: the same truth (a NodeTruth is never changed)
+            return parsed[1]
         try:
-            return NodeTruth.from_json(json.loads(raw))
+            truth = NodeTruth.from_json(json.loads(raw))
         except (ValueError, KeyError, TypeError) as exc:
             raise HarnessError(f"{self.path}: device truth is damaged: {exc}") from exc
+        self._parsed = (raw, truth)
+        return truth
 
     # -- writing ------------------------------------------------------------------------------
     @contextmanager
@@ -304,7 +314,10 @@ class DeviceTruth:
                 yield draft
                 after = draft.freeze()
                 if after != before or not self.path.exists():
-                    atomic_write(self.path, json.dumps(after.to_json(), indent=1).encode(), point="truth")
+                    # Compact: json's C encoder serves only indent=None (an indented write cost five times more).
+                    data = json.dumps(after.to_json(), separators=(",", ":")).encode()
+                    atomic_write(self.path, data, point="truth", sync="none")
+                    self._parsed = (data, after)
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 

@@ -379,7 +379,7 @@ class DriverHostProcess:
     """The host as a child process (``python -m draguard.harness.driver.main host ...``), supervised."""
 
     def __init__(self, kubeconfig: str | Path, root: str | Path, nodes: Sequence[HostedNode],
-                 driver: str = DEFAULT_DRIVER, log_level: str = "info") -> None:  # fmt: skip
+                 driver: str = DEFAULT_DRIVER, log_level: str = "info", reset_ms: int | None = None) -> None:  # fmt: skip
         self.kubeconfig = Path(kubeconfig)
         self.root = Path(root)
         self.driver = driver
@@ -389,6 +389,8 @@ class DriverHostProcess:
         argv = [sys.executable, "-m", "draguard.harness.driver.main", "host", "--kubeconfig", str(self.kubeconfig),
                 "--root", str(self.root), "--driver", self.driver, "--nodes-file", str(spec),
                 "--log-level", self.log_level]  # fmt: skip
+        if reset_ms is not None:  # the modelled device reset; the host's own default otherwise (5 ms)
+            argv += ["--reset-ms", str(reset_ms)]
         self._proc = Supervised("the fake driver host", argv, self.log_path,
                                 lambda: socket_accepts(control_socket(self.root)), poll=0.05, log_lines=20)
 

@@ -21,7 +21,9 @@ The correct driver:
 * unprepare tears sharing down before the reset and destroys the partition after it;
 * errors are per claim, never for the whole batch;
 * no lock is held while a device resets: other claims are prepared meanwhile;
-* claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone.
+* claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone;
+* every checkpoint write is synced before its rename, and the checkpoint's directory is synced once
+  per call before the reply: what a reply reports survives a power loss (:data:`.state.Sync`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from .state import (
     DeviceState,
     PreparedDevice,
     cleanup_temporaries,
+    sync_dir,
 )
 from .topology import DeviceInfo, Inventory
 
@@ -138,6 +141,7 @@ class FakeDriver:
         self._lock = threading.RLock()
         self._unpreparing: set[str] = set()  # claims whose devices are being reset (lock released)
         self._seq = 0
+        self._saves = 0  # checkpoint writes so far; a call that made any syncs the directory before replying
         self._reprepared = 0
         self._unprepared_at: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.log.info(
@@ -151,7 +155,21 @@ class FakeDriver:
         self.faults.crash(point)
 
     def _save(self) -> None:
-        self.cp.save(self.checkpoint_path, crash=self._crash)
+        # Synced before the rename, so never torn; the rename is made durable once per call (_commit),
+        # not once per write: a prepare writes PrepareStarted and PrepareCompleted, and two directory
+        # syncs cost as much again as the two writes.
+        self.cp.save(self.checkpoint_path, crash=self._crash, sync="file")
+        self._saves += 1
+
+    @contextlib.contextmanager
+    def _call(self) -> Iterator[None]:
+        """One DRA call: the checkpoint writes it made are durable before it returns (one directory sync)."""
+        saves = self._saves
+        try:
+            yield
+        finally:
+            if self._saves != saves:  # another call's write may count here too: one sync more, never one less
+                sync_dir(self.plugin_dir)
 
     def snapshot(self) -> Checkpoint:
         """A copy of the current state (for tests and the health stream)."""
@@ -175,6 +193,10 @@ class FakeDriver:
         """Prepare each claim; every claim gets a result, failures are per claim."""
         with self._lock:
             start = self._seq
+        with self._call():
+            return self._prepare_all(refs, start)
+
+    def _prepare_all(self, refs: Sequence[ClaimRef], start: int) -> dict[str, PrepareResult]:
         out: dict[str, PrepareResult] = {}
         for ref in refs:
             try:
@@ -346,6 +368,10 @@ class FakeDriver:
     # -- unprepare ------------------------------------------------------------------------------
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         """Unprepare each claim; the value is that claim's error, ``""`` on success."""
+        with self._call():
+            return self._unprepare_all(refs)
+
+    def _unprepare_all(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         out: dict[str, str] = {}
         for ref in refs:
             try:
@@ -365,7 +391,9 @@ class FakeDriver:
         """Reset and drain one device through NVML; returns an error message, empty on success."""
         self._crash("unprepare.during_reset")
         with self._unlocked():
-            time.sleep(self.reset_seconds + self.faults.reset_slow(name))
+            delay = self.reset_seconds + self.faults.reset_slow(name)
+            if delay > 0:  # sleep(0) still gives up the GIL and the core: half a millisecond on a busy machine
+                time.sleep(delay)
             try:
                 self.nvml.reset(name)
             except NvmlError as exc:
@@ -511,7 +539,8 @@ class FakeDriver:
                 if current is None or current.state is not ClaimState.PREPARE_STARTED:
                     continue
             try:
-                self._unprepare_one(ref)
+                with self._call():
+                    self._unprepare_one(ref)
                 cleaned.append(rec.uid)
                 self.log.info("stale-claim cleanup: unprepared %s", ref)
             except ClaimError as exc:

@@ -57,3 +57,6 @@ def test_driver_calls_at_its_smallest(tmp_path: Path) -> None:
         assert sample[label]["prepare_ms"]["n"] == 4 and sample[label]["unprepare_ms"]["n"] == 4, sample
         assert sample[label]["calls_per_s"] > 0
     assert r["prepare_latency_ratio_median"] > 0 and isinstance(r["met"], bool)
+    # the comparison says what each driver did per call, and the fake ran without the modelled reset wait
+    assert r["fake_reset_ms"] == 0 and "modelled reset wait 0 ms" in r["per_call"]["fake (driver host)"]
+    assert set(r["per_call"]) == set(sample) and r["fsync_ms_median"] > 0

@@ -150,3 +150,17 @@ def test_one_container_of_a_pod_exits_and_the_others_stay(tmp_path: Path) -> Non
     devices = t.read().devices
     assert [c.id for c in devices["gpu-0"].containers] == ["pod-a/main"] and devices["gpu-1"].containers == ()
     assert t.stop_container("pod-a/side") == [], "a container that exited is not on any device"
+
+
+def test_a_reader_sees_what_another_process_wrote_after_its_own_last_read(tmp_path: Path) -> None:
+    # Two DeviceTruth objects stand for two processes (the driver's NVML and the node agent's runtime).
+    driver, agent = DeviceTruth(tmp_path, "n"), DeviceTruth(tmp_path, "n")
+    driver.install([InstalledDevice("gpu-0", "GPU-0"), InstalledDevice("gpu-1", "GPU-1")])
+    assert driver.read().devices["gpu-0"].health == "healthy"
+    agent.set_health("gpu-0", "XID 79")
+    assert driver.read().devices["gpu-0"].health_message == "XID 79"
+    agent.start_container("pod-1/c", "ns/p", ["claim-1"], ["gpu-1"])
+    driver.set_health("gpu-0", None)  # an update on top of the other process's write keeps that write
+    after = agent.read()
+    assert after.devices["gpu-0"].health == "healthy"
+    assert [c.id for c in after.devices["gpu-1"].containers] == ["pod-1/c"]

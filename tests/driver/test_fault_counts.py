@@ -53,3 +53,23 @@ def test_calls_in_flight_are_seen_by_another_reader_and_a_dead_writer_counts_not
     assert in_flight(tmp_path) == 0
     (tmp_path / "calls.json").write_text('{"pid": 999999999, "inFlight": 3}')
     assert in_flight(tmp_path) == 0
+
+
+def test_calls_in_flight_rewritten_in_place_read_right_across_digit_counts_and_a_restart(tmp_path: Path) -> None:
+    import contextlib
+
+    calls = CallsInFlight(tmp_path)
+    with contextlib.ExitStack() as stack:
+        for _ in range(12):
+            stack.enter_context(calls.call())
+        assert in_flight(tmp_path) == 12
+        stack.close()  # 12 -> 0: each shorter record overwrites a longer one in place
+        assert in_flight(tmp_path) == 0
+    with calls.call():
+        # A restarted driver (a driver host starts a node's objects again) gets a file of its own: what
+        # the previous instance's lingering calls write no longer counts.
+        restarted = CallsInFlight(tmp_path)
+        assert in_flight(tmp_path) == 0
+        with restarted.call():
+            assert in_flight(tmp_path) == 1
+    assert in_flight(tmp_path) == 0

@@ -116,3 +116,4 @@ def test_the_bench_table_shows_throughput_beside_threshold_and_the_driver_ratios
     assert f"harness {dra['harness_machine_share_median']} of the machine" in text
     assert f"prepare lag p99 {dra['prepare_lag_p99_s_median']} s" in text
     assert f"fake/upstream prepare latency {calls['prepare_latency_ratio_median']}" in text
+    assert f"fake reset wait {calls['fake_reset_ms']} ms, synced write {calls['fsync_ms_median']} ms" in text
