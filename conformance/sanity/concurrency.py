@@ -39,7 +39,7 @@ def _released(ctx: SanityContext, claims: list[ClaimRef], devices: list[tuple[st
 @sanity_check(
     "sanity.concurrency.one-claim",
     rule="concurrent prepares of one claim all answer the same devices and CDI device IDs; concurrent prepares "
-    "and unprepares of it each get an answer and leave the claim consistent",
+    "and unprepares of it each get an answer and leave it consistent (prepared again, the same devices)",
     source=GUARDRAIL,
 )
 def one_claim(ctx: SanityContext) -> None:
@@ -73,6 +73,14 @@ def one_claim(ctx: SanityContext) -> None:
         list(pool.map(call, ops))
     expect(not problems, f"{len(problems)} of {len(ops)} concurrent calls on {claim} went wrong: {problems[:3]}",
            [str(claim)], [d0[1]])
+    # 3. Consistent afterwards: whichever call came last, a prepare now gives the claim the same devices (the
+    # mix may have left it prepared or not: which one is a race, so nothing after this depends on it).
+    again, first = _prepare_answer(ctx, claim), answers[0]
+    if isinstance(again, str) or isinstance(first, str):
+        expect(False, f"after the concurrent calls a prepare of {claim} failed: {again}", [str(claim)], [d0[1]])
+        return
+    expect([d[:2] for d in again] == [d[:2] for d in first],
+           f"after the concurrent calls {claim} was prepared with {again}, first with {first}", [str(claim)], [d0[1]])
     _released(ctx, [claim], [d0])
 
 

@@ -11,6 +11,11 @@ and the runtime's StopContainer waits until the feed told the truth its stop (be
 unprepare): so shared-claim-no-strategy, two pods' containers on one GPU at the same time with no
 sharing strategy, is caught on kubelets too (its own expectation: sharing-explicit violated).
 
+A restarted kubelet deletes its node's ResourceSlices until the drivers register again; the claims
+allocated from them stay allocated, and topology judges their devices as last published, so the
+scenarios that restart a node (node-agent-restart, node-loss-returns, stale-prepare-after-node-restart)
+run here as on the fake agent.
+
 legacy-extended-resource-mix is left out: it needs device-plugin extended resources on the Node,
 which the fake agent advertises and a hollow kubelet's stub device manager does not."""
 
@@ -29,12 +34,9 @@ from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 KILL_MATRIX = ROOT / "docs" / "kill-matrix.json"
-SLICE_WIPE = pytest.mark.xfail(strict=False, reason=(
-    "a restarted kubelet wipes its node's ResourceSlices until the driver republishes (within 2 s), and the "
-    "continuous topology invariant sees the gap when a judging round falls in it: most runs, not all "
-    "(docs/kubelet-differential.md)"))
 ON_KUBELET = [
-    pytest.param("node-agent-restart", marks=SLICE_WIPE), pytest.param("node-loss-returns", marks=SLICE_WIPE), "prepare-failure-retry", "interposed-prepare-failure",
+    "node-agent-restart", "node-loss-returns", "stale-prepare-after-node-restart", "prepare-failure-retry",
+    "interposed-prepare-failure",
     "drain-node-unprepare-failure", "driver-restart-mid-gang", "evict-during-prepare", "force-delete-driver-down",
     "reset-failure-correct-driver", "reset-leak-forget-before-reset", "shared-claim-gang", "preempt-gang-member",
     "mig-partitions-with-full-gpus", "device-taint-nvlink-claim",
@@ -54,10 +56,9 @@ MUTANT_CELLS = [
     ("evict-before-prepare-succeeded", "unknown-unprepare-error"),
     ("driver-crash-before-prepare-reply", "non-idempotent-prepare"),
     ("slow-reset-does-not-block-prepare", "lock-across-reset"),
+    ("stale-prepare-after-node-restart", "stale-prepare"),
 ]
-"""Not here: stale-prepare (its library catch, stale-prepare-after-node-restart, restarts the node, which
-on a kubelet wipes the node's slices: the SLICE_WIPE difference; tests/kubelet/test_suites_on_kubelet.py
-catches it on kubelets through the conformance suite) and batch-abort-on-error (a kubelet orders a pod's
+"""Not here: batch-abort-on-error (a kubelet orders a pod's
 claims by Go map iteration, so the failing claim comes first in about 7 of 8 calls and the mutant is
 caught in about half of the runs: docs/kubelet-differential.md)."""
 
