@@ -82,7 +82,7 @@ _FAKE = ("prepare: GET the ResourceClaim; checkpoint PrepareStarted (file fsync,
          "checkpoint PrepareCompleted (file fsync, rename); fsync of the checkpoint's directory. unprepare: checkpoint "
          "UnprepareStarted (file fsync, rename); device reset through NVML (device truth read and written under its "
          "flock, modelled reset wait {reset_ms} ms); CDI spec removed; checkpoint without the claim (file fsync, rename); "
-         "fsync of the directory. Both: the calls-in-flight file replaced twice (rename, no fsync); {how}.")
+         "fsync of the directory. Both: the calls-in-flight counter rewritten in place twice (one pwrite under flock, no fsync); {how}.")
 PER_CALL = {
     "fake (driver host)": _FAKE.replace("{how}", "one Python process serving many nodes"),
     "fake (process per node)": _FAKE.replace("{how}", "one Python process for this node"),
