@@ -197,3 +197,19 @@ def test_a_pod_waits_for_a_shared_claim_that_another_pod_is_preparing(root: Path
         second.join(5)
         assert plugin.count("NodePrepareResources", "shared") == 1
         assert m.is_prepared("pod-b", [claim("shared")])
+
+
+def test_an_unprepare_before_the_driver_registers_again_is_retried_for_the_pod_not_leaked(root: Path) -> None:
+    # After a restart the first unprepare of a pod deleted meanwhile can come before its driver
+    # re-registered. A version that dropped the pod's reference before the call leaked the claim here
+    # (the pod's retry found no claim of it); the reference stays until the driver unprepared it.
+    with StubPlugin(root, "n1") as plugin:
+        manager(root, registered(root)).prepare_pod("pod-a", [claim("a")])
+        again = DraManager("n1", NodePlugins("n1", NodeDirs(root, "n1").registry), NodeDirs(root, "n1").base)
+        with pytest.raises(PrepareError, match=f"DRA driver {DRIVER} is not registered on n1"):
+            again.unprepare_pod("pod-a")
+        assert {uid: sorted(r.pods) for uid, r in again.claims().items()} == {"uid-a": ["pod-a"]}
+        again.plugins = registered(root)
+        again.unprepare_pod("pod-a")
+        assert plugin.count("NodeUnprepareResources", "a") == 1
+        assert again.claims() == {} and plugin.prepared == set()
