@@ -7,7 +7,10 @@ pod syncs, one heartbeat timer and one thread pool. Pod sync, per pod:
 
 - bound and not started: resolve claims, prepare them (one call per driver), then post Running;
   on failure record ``FailedPrepareDynamicResources`` and retry with exponential backoff;
-- being deleted: unprepare what no other pod on the node uses, then delete it (grace 0, UID precondition);
+- Running when the agent (re)starts: prepare its claims again (the manager trusts no prepare of an
+  earlier life, as the kubelet), without restarting its containers;
+- being deleted: unprepare (one call per driver) its claims no other pod on the node uses, then delete
+  it (grace 0, UID precondition);
 - Succeeded/Failed, or gone from the API: unprepare.
 
 Talks to the API server through :class:`~draguard.harness.kube.Kube` and to plugins over gRPC.
@@ -368,16 +371,17 @@ class FakeNodes:
         with self._pods_lock:
             if uid in self._started:
                 return
-        if self._already_running(pod, agent):
-            with self._pods_lock:
-                self._started.add(uid)
-            return
+        running = self._already_running(pod, agent)
         try:
             claims = resolve_claims(self.kube, pod)
             agent.manager.prepare_pod(uid, claims)
         except PrepareError as exc:
             self.events.warn(pod, node, FAILED_PREPARE, str(exc))
             raise
+        if running:  # prepared again after the agent's (re)start; its containers keep running
+            with self._pods_lock:
+                self._started.add(uid)
+            return
         uids = {c.ref.name: c.ref.uid for c in claims}
         names = {pc: uids[rc] for pc, rc in pod_claim_names(pod).items() if rc in uids}
         try:
@@ -412,7 +416,12 @@ class FakeNodes:
 
     @staticmethod
     def _already_running(pod: Obj, agent: NodeAgent) -> bool:
-        """A pod this node started before a restart: Running, and its claims (if any) in the checkpoint."""
+        """A pod this node started before a restart: Running, and its claims (if any) in the checkpoint.
+
+        Its claims are still prepared again before it counts as synced, as a restarted kubelet does: the
+        claim cache comes back from the checkpoint unprepared (pkg/kubelet/cm/dra/claiminfo.go,
+        ``newClaimInfoFromState``) and the pod's next sync calls ``PrepareResources``, which skips only
+        claims with ``isPrepared()`` (pkg/kubelet/cm/dra/manager.go, ``prepareResources``)."""
         status = pod.get("status", {})
         if status.get("phase") != "Running" or not status.get("containerStatuses"):
             return False

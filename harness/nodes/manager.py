@@ -2,9 +2,17 @@
 
 - One ``NodePrepareResources`` call per driver per pod, holding all of the pod's claims of that driver
   that are not prepared yet; claims already prepared for another pod on the node are skipped.
+- "Prepared" counts only for this agent's life: a restarted agent prepares a claim again once for the
+  next pod that needs it, running pods included, as the kubelet does (its claim cache comes back from the
+  checkpoint with every claim unprepared: ``newClaimInfoFromState`` in pkg/kubelet/cm/dra/claiminfo.go;
+  ``prepareResources`` in pkg/kubelet/cm/dra/manager.go skips only claims with ``isPrepared()``).
 - Every claim must come back, without error; otherwise the pod's preparation fails (and is retried by
   the caller with backoff).
-- A claim is unprepared (one ``NodeUnprepareResources`` per driver) only once no pod on the node uses it.
+- Unprepare is per pod: one ``NodeUnprepareResources`` per driver holding the pod's claims that no other
+  pod on the node uses, in the order they were first prepared (the pod's spec). The pod's reference on
+  such a claim stays until its driver unprepared it, so a failed call is retried for that pod (the
+  kubelet's ``unprepareResources`` in pkg/kubelet/cm/dra/manager.go drops the last reference only after
+  the calls succeeded); a shared claim loses its pod's reference at once.
 - Every change goes to the node's :class:`~.checkpoint.Checkpoint` before and after the call.
 
 It knows nothing about the API server: :mod:`.pods` resolves claims and writes pod status and events.
@@ -55,6 +63,9 @@ class DraManager:
         self.checkpoint = Checkpoint(state_dir / CHECKPOINT_FILE, node).load()
         self._cond = threading.Condition()
         self._inflight: set[tuple[str, str]] = set()  # (claim uid, driver)
+        self._confirmed: set[tuple[str, str]] = set()
+        """(claim uid, driver) prepared by the driver since this manager was created; the checkpoint's
+        ``prepared`` is not trusted across a restart (claiminfo.go ``newClaimInfoFromState``)."""
 
     # -- queries -----------------------------------------------------------------------------
     def claims(self) -> dict[str, ClaimRecord]:
@@ -76,6 +87,8 @@ class DraManager:
             for c in claims:
                 rec = self.checkpoint.claims.get(c.ref.uid)
                 if rec is None or pod_uid not in rec.pods or not rec.prepared:
+                    return False
+                if any((c.ref.uid, d) not in self._confirmed for d in rec.drivers):
                     return False
             return True
 
@@ -113,7 +126,7 @@ class DraManager:
             for c in claims:
                 rec = self.checkpoint.claims[c.ref.uid]
                 state = rec.drivers.setdefault(driver, DriverState())
-                if not state.prepared:
+                if not state.prepared or (c.ref.uid, driver) not in self._confirmed:
                     todo.append(c.ref)
                     state.sent = True
             if not todo:
@@ -142,6 +155,7 @@ class DraManager:
                     record = self.checkpoint.claims.get(ref.uid)
                     if record is not None:
                         record.drivers[driver] = DriverState(sent=True, prepared=True, devices=devices)
+                        self._confirmed.add((ref.uid, driver))
                 self.checkpoint.save()
             if skipped:
                 names = ", ".join(f"{r.namespace}/{r.name}" for r in skipped)
@@ -155,45 +169,21 @@ class DraManager:
 
     # -- unprepare ---------------------------------------------------------------------------
     def unprepare_pod(self, pod_uid: str) -> None:
-        """Drop the pod's references; unprepare the claims no pod on the node uses any more."""
+        """Unprepare the pod's claims that no other pod on the node uses (one call per driver); drop its
+        references on the others. Raises PrepareError if a call failed (the reference then stays)."""
         self.stop_containers(pod_uid)
-        with self._cond:
-            changed = False
-            for rec in self.checkpoint.claims.values():
-                if pod_uid in rec.pods:
-                    rec.pods.discard(pod_uid)
-                    changed = True
-            if changed:
-                self.checkpoint.save()
-        self.unprepare_unused()
-
-    def forget_inactive(self, active: set[str]) -> None:
-        """Reconcile: drop references of pods that are no longer active on the node, then unprepare."""
-        with self._cond:
-            gone = {p for rec in self.checkpoint.claims.values() for p in rec.pods - active}
-        for pod_uid in sorted(gone):
-            self.stop_containers(pod_uid)
-        with self._cond:
-            changed = False
-            for rec in self.checkpoint.claims.values():
-                stale = rec.pods - active
-                if stale:
-                    rec.pods -= stale
-                    changed = True
-            if changed:
-                self.checkpoint.save()
-        self.unprepare_unused()
-
-    def unprepare_unused(self) -> None:
-        """Unprepare every claim without pods (batched per driver); raise PrepareError if any call failed."""
         groups: dict[str, list[ClaimRecord]] = {}
         with self._cond:
             changed = False
-            for uid, rec in list(self.checkpoint.claims.items()):
-                if rec.pods:
+            for uid, rec in list(self.checkpoint.claims.items()):  # insertion order: the pod's spec
+                if pod_uid not in rec.pods:
+                    continue
+                if len(rec.pods) > 1:  # still used here: only this pod's reference goes (manager.go)
+                    rec.pods.discard(pod_uid)
+                    changed = True
                     continue
                 for driver, state in list(rec.drivers.items()):
-                    if (uid, driver) in self._inflight:
+                    if (uid, driver) in self._inflight:  # its prepare is under way; a later sync retries
                         continue
                     if not state.sent:  # nothing was ever asked of this driver: nothing to undo
                         del rec.drivers[driver]
@@ -201,21 +191,51 @@ class DraManager:
                         continue
                     groups.setdefault(driver, []).append(rec)
                     self._inflight.add((uid, driver))
-                if not rec.drivers and not any(k[0] == uid for k in self._inflight):
-                    del self.checkpoint.claims[uid]
+                if self._release(pod_uid, rec):
                     changed = True
             if changed:
                 self.checkpoint.save()
         errors: list[str] = []
         for driver, recs in sorted(groups.items()):
             try:
-                self._unprepare_driver(driver, recs)
+                self._unprepare_driver(driver, pod_uid, recs)
             except PrepareError as exc:
                 errors.append(str(exc))
         if errors:
             raise PrepareError("; ".join(errors))
 
-    def _unprepare_driver(self, driver: str, recs: list[ClaimRecord]) -> None:
+    def forget_inactive(self, active: set[str]) -> None:
+        """Reconcile: unprepare for each pod that is no longer active on the node, one pod at a time (the
+        kubelet's reconcile loop calls ``unprepareResourcesForPod`` per inactive pod: manager.go
+        ``reconcileLoop``); a claim without pods (a checkpoint of an older agent) goes alone."""
+        with self._cond:
+            gone = {p for rec in self.checkpoint.claims.values() for p in rec.pods - active}
+            orphans = [uid for uid, rec in self.checkpoint.claims.items() if not rec.pods]
+            if orphans:  # give each its own owner so that the per-pod path unprepares it
+                for uid in orphans:
+                    self.checkpoint.claims[uid].pods.add(f"orphan:{uid}")
+                    gone.add(f"orphan:{uid}")
+                self.checkpoint.save()
+        errors: list[str] = []
+        for pod_uid in sorted(gone):
+            try:
+                self.unprepare_pod(pod_uid)
+            except PrepareError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise PrepareError("; ".join(errors))
+
+    def _release(self, pod_uid: str, rec: ClaimRecord) -> bool:
+        """Drop the pod's reference once none of the claim's drivers is left to unprepare; forget the
+        claim once no pod uses it. Call with the lock held; True if the checkpoint changed."""
+        if any(k[0] == rec.uid for k in self._inflight) or any(s.sent for s in rec.drivers.values()):
+            return False
+        rec.pods.discard(pod_uid)
+        if not rec.pods:
+            del self.checkpoint.claims[rec.uid]
+        return True
+
+    def _unprepare_driver(self, driver: str, pod_uid: str, recs: list[ClaimRecord]) -> None:
         refs = [ClaimRef(namespace=r.namespace, name=r.name, uid=r.uid) for r in recs]
         results: dict[str, str] = {}
         try:
@@ -236,15 +256,15 @@ class DraManager:
                     if results[ref.uid]:
                         errors.append(f"claim {ref.namespace}/{ref.name}: {results[ref.uid]}")
                         continue
+                    self._confirmed.discard((ref.uid, driver))
                     rec = self.checkpoint.claims.get(ref.uid)
                     if rec is None:
                         continue
-                    if rec.pods:  # a pod started using it meanwhile: it must be prepared again
+                    if rec.pods - {pod_uid}:  # a pod started using it meanwhile: it must be prepared again
                         rec.drivers[driver] = DriverState()
                     else:
                         rec.drivers.pop(driver, None)
-                        if not rec.drivers:
-                            del self.checkpoint.claims[ref.uid]
+                    self._release(pod_uid, rec)
                 self.checkpoint.save()
                 self._cond.notify_all()
         missing = [r for r in refs if r.uid not in results]

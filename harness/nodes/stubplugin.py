@@ -47,7 +47,8 @@ class StubPlugin:
     """A DRA plugin for ``driver`` on ``node`` under ``root`` (the :class:`NodeDirs` layout).
 
     ``fail`` maps a claim-name glob to an error message returned for that claim; ``stall`` holds
-    claim-name globs whose prepare blocks until :meth:`release` (or the plugin stops).
+    claim-name globs whose prepare blocks until :meth:`release` (or the plugin stops);
+    ``fail_unprepare`` maps a claim-name glob to an error message its unprepare returns.
     """
 
     root: Path
@@ -62,6 +63,7 @@ class StubPlugin:
     registrations: list[tuple[bool, str]] = field(default_factory=list)
     fail: dict[str, str] = field(default_factory=dict)
     stall: set[str] = field(default_factory=set)
+    fail_unprepare: dict[str, str] = field(default_factory=dict)
     prepared: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -147,7 +149,10 @@ class StubPlugin:
             return response
         response = pb.NodeUnprepareResourcesResponse()
         for ref in claims:
-            response.claims[ref.uid].error = ""
+            error = next((m for pat, m in self.fail_unprepare.items() if fnmatch.fnmatchcase(ref.name, pat)), "")
+            response.claims[ref.uid].error = error
+            if error:
+                continue
             cdi.remove_spec(cdi.spec_path(self.cdi_dir or NodeDirs(self.root, self.node).cdi, self.driver, ref.uid))
             with self._lock:
                 self.prepared.discard(ref.uid)

@@ -35,11 +35,8 @@ def call_profile(report_dir: Path, scenario: str) -> dict[str, Any]:
     - ``successes``: per claim, the methods of its successful calls in order (prepare before unprepare,
       each once unless the scenario makes the node forget);
     - ``failures``: how many calls of each method failed (the injected faults, retried);
-    - ``batches``: how many claims each successful prepare carried (one call per pod and driver).
-
-    Unprepare batch sizes are not compared: the fake agent batches the unprepare of claims released
-    by several pods into one call per driver, the kubelet calls once per pod (documented in
-    docs/kubelet-differential.md as a known difference, not yet fixed in the fake agent).
+    - ``batches``: how many claims each successful prepare and unprepare carried (one call per pod and
+      driver on both agents).
     """
     calls = [c for c in read_calls(report_dir / scenario / "grpc-calls.jsonl")
              if c.get("method") in DRA_METHODS and c.get("kind", "call") == "call"]
@@ -52,8 +49,7 @@ def call_profile(report_dir: Path, scenario: str) -> dict[str, Any]:
         if not ok:
             failures[c["method"]] += 1
             continue
-        if c["method"] == "NodePrepareResources":
-            batches[(c["method"], len(c.get("claims", [])))] += 1
+        batches[(c["method"], len(c.get("claims", [])))] += 1
         for claim in c.get("claims", []):
             successes.setdefault(claim_key(claim), []).append(c["method"])
     return {"successes": successes, "failures": dict(failures), "batches": dict(batches)}

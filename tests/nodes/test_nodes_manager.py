@@ -125,22 +125,62 @@ def test_a_claim_of_an_unregistered_driver_fails_naming_driver_and_claim_without
         assert plugin.calls == [] and m.claims() == {}
 
 
-def test_the_checkpoint_survives_a_restart_so_nothing_is_prepared_twice_or_leaked(root: Path) -> None:
+def test_after_a_restart_a_claim_is_prepared_again_once_as_by_the_kubelet_and_nothing_leaks(root: Path) -> None:
+    # A restarted kubelet's claim cache comes back from its checkpoint unprepared
+    # (pkg/kubelet/cm/dra/claiminfo.go newClaimInfoFromState) and prepareResources (manager.go) skips
+    # only claims with isPrepared(): the next pod to need a claim prepares it once more.
     with StubPlugin(root, "n1") as plugin:
         plugins = registered(root)
         m = manager(root, plugins)
-        m.prepare_pod("pod-a", [claim("a")])
+        m.prepare_pod("pod-a", [claim("a"), claim("shared")])
         m.prepare_pod("pod-b", [claim("b")])
+        m.prepare_pod("pod-c", [claim("shared")])
         saved = Checkpoint.read(NodeDirs(root, "n1").base / "dra_manager_state.json")
         assert saved["uid-a"]["prepared"] is True and saved["uid-a"]["pods"] == ["pod-a"]
         assert saved["uid-a"]["driver"] == DRIVER and saved["uid-a"]["name"] == "a"
 
         again = manager(root, plugins)  # a restarted agent
-        again.prepare_pod("pod-a", [claim("a")])
-        assert plugin.count("NodePrepareResources", "a") == 1
-        again.forget_inactive({"pod-a"})  # pod-b went away while the agent was down
+        assert not again.is_prepared("pod-a", [claim("a")])
+        again.prepare_pod("pod-a", [claim("a"), claim("shared")])
+        again.prepare_pod("pod-c", [claim("shared")])  # prepared again for pod-a already
+        again.prepare_pod("pod-a", [claim("a"), claim("shared")])  # no further call in this life
+        assert [[r.name for r in c.claims] for c in plugin.calls_of("NodePrepareResources")] == [
+            ["a", "shared"], ["b"], ["a", "shared"]
+        ]
+        again.forget_inactive({"pod-a", "pod-c"})  # pod-b went away while the agent was down
         assert plugin.count("NodeUnprepareResources", "b") == 1
-        assert set(again.claims()) == {"uid-a"}
+        assert set(again.claims()) == {"uid-a", "uid-shared"}
+
+
+def test_unprepare_is_one_call_per_pod_and_driver_and_a_shared_claim_goes_with_its_last_pod(root: Path) -> None:
+    # The kubelet unprepares per pod (manager.go unprepareResourcesForPod, and its reconcile loop per
+    # inactive pod), never claims of several pods in one call.
+    with StubPlugin(root, "n1") as plugin:
+        m = manager(root, registered(root))
+        m.prepare_pod("pod-a", [claim("a2"), claim("a1"), claim("shared")])
+        m.prepare_pod("pod-b", [claim("b"), claim("shared")])
+        m.prepare_pod("pod-c", [claim("c")])
+        m.forget_inactive(set())
+        calls = [[r.name for r in c.claims] for c in plugin.calls_of("NodeUnprepareResources")]
+        # In the order the claims were first prepared on the node: a pod's own claims in its spec's order.
+        assert calls == [["a2", "a1"], ["shared", "b"], ["c"]], calls
+        assert m.claims() == {} and plugin.prepared == set()
+
+
+def test_a_failed_unprepare_keeps_the_last_pods_reference_and_is_retried_for_that_pod(root: Path) -> None:
+    with StubPlugin(root, "n1", fail_unprepare={"bad": "device busy"}) as plugin:
+        m = manager(root, registered(root))
+        m.prepare_pod("pod-a", [claim("bad"), claim("good")])
+        with pytest.raises(PrepareError, match="claim ns/bad: device busy"):
+            m.unprepare_pod("pod-a")
+        assert {uid: sorted(r.pods) for uid, r in m.claims().items()} == {"uid-bad": ["pod-a"]}
+        again = manager(root, m.plugins)  # the reference is in the checkpoint: a restart retries too
+        plugin.fail_unprepare.clear()
+        again.forget_inactive(set())
+        assert [[r.name for r in c.claims] for c in plugin.calls_of("NodeUnprepareResources")] == [
+            ["bad", "good"], ["bad"]
+        ]
+        assert again.claims() == {} and plugin.prepared == set()
 
 
 def test_a_pod_waits_for_a_shared_claim_that_another_pod_is_preparing(root: Path) -> None:
@@ -157,3 +197,19 @@ def test_a_pod_waits_for_a_shared_claim_that_another_pod_is_preparing(root: Path
         second.join(5)
         assert plugin.count("NodePrepareResources", "shared") == 1
         assert m.is_prepared("pod-b", [claim("shared")])
+
+
+def test_an_unprepare_before_the_driver_registers_again_is_retried_for_the_pod_not_leaked(root: Path) -> None:
+    # After a restart the first unprepare of a pod deleted meanwhile can come before its driver
+    # re-registered. A version that dropped the pod's reference before the call leaked the claim here
+    # (the pod's retry found no claim of it); the reference stays until the driver unprepared it.
+    with StubPlugin(root, "n1") as plugin:
+        manager(root, registered(root)).prepare_pod("pod-a", [claim("a")])
+        again = DraManager("n1", NodePlugins("n1", NodeDirs(root, "n1").registry), NodeDirs(root, "n1").base)
+        with pytest.raises(PrepareError, match=f"DRA driver {DRIVER} is not registered on n1"):
+            again.unprepare_pod("pod-a")
+        assert {uid: sorted(r.pods) for uid, r in again.claims().items()} == {"uid-a": ["pod-a"]}
+        again.plugins = registered(root)
+        again.unprepare_pod("pod-a")
+        assert plugin.count("NodeUnprepareResources", "a") == 1
+        assert again.claims() == {} and plugin.prepared == set()
