@@ -92,3 +92,24 @@ def make_driver(
         faults=FaultControl(dirs.plugin_dir(DEFAULT_DRIVER)),
         reset_seconds=0.001,
     )
+
+
+@pytest.fixture
+def synced_writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path]]:
+    """Every ``os.fsync`` (the path behind the descriptor) and ``os.replace`` (its destination), in order."""
+    import os
+
+    events: list[tuple[str, Path]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("sync", Path(os.readlink(f"/proc/self/fd/{fd}"))))
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        real_replace(src, dst)
+        events.append(("rename", Path(dst)))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return events

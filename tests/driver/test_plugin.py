@@ -305,41 +305,34 @@ def test_health_reports_devices_a_fault_marks_unhealthy(root: Path, store: Claim
 
 
 def test_each_checkpoint_write_is_synced_and_the_directory_once_per_call_before_the_reply(
-    root: Path, store: ClaimStore, monkeypatch: pytest.MonkeyPatch
+    root: Path, store: ClaimStore, synced_writes: list[tuple[str, Path]]
 ) -> None:
     import os
 
     drv = make_driver(root, store)
     ref = _ref(store, allocated_claim("c1", ["gpu-0"]))
-    plugin_dir = str(drv.plugin_dir)
-    events: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd: int) -> None:
-        target = os.readlink(f"/proc/self/fd/{fd}")
-        events.append("sync dir" if target == plugin_dir else f"sync {Path(target).name}")
-        real_fsync(fd)
-
-    def replace(src: str | Path, dst: str | Path) -> None:
-        real_replace(src, dst)
-        events.append(f"rename {Path(dst).parent.name}/{Path(dst).name}")
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
     tmp = f".checkpoint.json.{os.getpid()}.tmp"
     spec = cdi.spec_path(drv.cdi_dir, DEFAULT_DRIVER, ref.uid).name
+
+    def seen() -> list[str]:
+        out = [("sync dir" if path == drv.plugin_dir else f"sync {path.name}") if op == "sync"
+               else f"rename {path.parent.name}/{path.name}" for op, path in synced_writes]  # fmt: skip
+        synced_writes.clear()
+        return out
+
+    seen()  # the driver's set-up
     assert drv.prepare([ref])[ref.uid].error == ""
+    events = seen()
     # PrepareStarted, the CDI spec (renamed, not synced: /var/run/cdi is a tmpfs on a real node),
     # PrepareCompleted, then one directory sync: the reply's state survives a power loss.
     assert events == [f"sync {tmp}", f"rename {DEFAULT_DRIVER}/checkpoint.json", f"rename cdi/{spec}",
                       f"sync {tmp}", f"rename {DEFAULT_DRIVER}/checkpoint.json", "sync dir"]  # fmt: skip
-    events.clear()
     assert drv.unprepare([ref])[ref.uid] == ""
+    events = seen()
     # UnprepareStarted, the reset (the device truth is the hardware: renamed, not synced), forgotten, one directory sync.
     assert [e for e in events if "truth" not in e] == [
         f"sync {tmp}", f"rename {DEFAULT_DRIVER}/checkpoint.json", f"sync {tmp}", f"rename {DEFAULT_DRIVER}/checkpoint.json",
         "sync dir"]  # fmt: skip
     assert not any(e.startswith("sync .truth") for e in events)
-    events.clear()
     assert drv.unprepare([ref])[ref.uid] == ""  # unknown by now: nothing written, nothing synced
-    assert events == []
+    assert seen() == []

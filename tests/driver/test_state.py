@@ -98,36 +98,16 @@ def test_the_checkpoint_file_is_plain_json_other_tools_can_read(tmp_path: Path) 
     assert raw["devices"]["gpu-0"] == {"state": "prepared", "claim": "u1", "message": ""}
 
 
-def _fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record what each os.fsync syncs (the path behind the descriptor), in order, alongside os.replace."""
-    import os
-
-    events: list[str] = []
-    real_fsync, real_replace = os.fsync, os.replace
-
-    def fsync(fd: int) -> None:
-        events.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    def replace(src: str | Path, dst: str | Path) -> None:
-        real_replace(src, dst)
-        events.append(f"rename {Path(dst).name}")
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    return events
-
-
 @pytest.mark.parametrize(("sync", "expected"), [
     ("full", ["fsync {tmp}", "rename checkpoint.json", "fsync {dir}"]),
     ("file", ["fsync {tmp}", "rename checkpoint.json"]),
     ("none", ["rename checkpoint.json"]),
 ])  # fmt: skip
 def test_atomic_write_syncs_the_file_before_the_rename_and_the_directory_after_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: str, expected: list[str]
+    tmp_path: Path, synced_writes: list[tuple[str, Path]], sync: str, expected: list[str]
 ) -> None:
-    events = _fsynced(monkeypatch)
     _sample().save(tmp_path / "checkpoint.json", sync=sync)  # type: ignore[arg-type]
     tmp = tmp_path / f".checkpoint.json.{__import__('os').getpid()}.tmp"
+    events = [f"fsync {path}" if op == "sync" else f"rename {path.name}" for op, path in synced_writes]
     assert events == [e.format(tmp=tmp, dir=tmp_path) for e in expected]
     assert Checkpoint.load(tmp_path / "checkpoint.json", "gpu.draguard.dev", "n") == _sample()
