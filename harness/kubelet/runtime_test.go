@@ -133,6 +133,19 @@ func readRecord(t *testing.T, r *cdiRuntime, id string) ContainerRecord {
 	return rec
 }
 
+// acknowledged starts a runtime whose stops wait at most wait, and a container on it that the
+// device-truth feed has acknowledged (its marker written, as the feed does once it told the truth).
+func acknowledged(t *testing.T, wait time.Duration) (*cdiRuntime, string, string) {
+	t.Helper()
+	r, cdiDir := startTestRuntime(t)
+	r.truthWait = wait
+	id := startedContainer(t, r, cdiDir)
+	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r, cdiDir, id
+}
+
 func TestStopWithoutAFeedMarkerReturnsAtOnce(t *testing.T) {
 	r, cdiDir := startTestRuntime(t)
 	r.truthWait = time.Hour // a wait would hang the test: none must happen
@@ -146,12 +159,7 @@ func TestStopWithoutAFeedMarkerReturnsAtOnce(t *testing.T) {
 }
 
 func TestStopWaitsUntilTheFeedRemovesItsMarker(t *testing.T) {
-	r, cdiDir := startTestRuntime(t)
-	r.truthWait = time.Hour
-	id := startedContainer(t, r, cdiDir)
-	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil { // the feed told the truth a start
-		t.Fatal(err)
-	}
+	r, _, id := acknowledged(t, time.Hour)
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.StopContainer(context.Background(), &kubeapi.StopContainerRequest{ContainerId: id})
@@ -179,12 +187,7 @@ func TestStopWaitsUntilTheFeedRemovesItsMarker(t *testing.T) {
 }
 
 func TestStopGoesOnWhenTheFeedNeverAnswers(t *testing.T) {
-	r, cdiDir := startTestRuntime(t)
-	r.truthWait = 50 * time.Millisecond // the feed is gone (its kubelet stopping): the bound lets the stop go on
-	id := startedContainer(t, r, cdiDir)
-	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	r, _, id := acknowledged(t, 50*time.Millisecond) // the feed is gone (its kubelet stopping): the bound lets the stop go on
 	if _, err := r.StopContainer(context.Background(), &kubeapi.StopContainerRequest{ContainerId: id}); err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +197,7 @@ func TestStopGoesOnWhenTheFeedNeverAnswers(t *testing.T) {
 }
 
 func TestRemovingARunningContainerWaitsForTheFeedThenDropsRecordAndMarker(t *testing.T) {
-	r, cdiDir := startTestRuntime(t)
-	r.truthWait = time.Hour
-	id := startedContainer(t, r, cdiDir)
-	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	r, _, id := acknowledged(t, time.Hour)
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.RemoveContainer(context.Background(), &kubeapi.RemoveContainerRequest{ContainerId: id})
@@ -225,11 +223,7 @@ func TestRemovingARunningContainerWaitsForTheFeedThenDropsRecordAndMarker(t *tes
 }
 
 func TestARestartedRuntimeDropsTheRecordsAndMarkersOfTheLastOne(t *testing.T) {
-	r, cdiDir := startTestRuntime(t)
-	id := startedContainer(t, r, cdiDir)
-	if err := os.WriteFile(r.markerPath(id), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	r, cdiDir, _ := acknowledged(t, truthWait)
 	r.Stop()
 	root := filepath.Dir(r.recordDir)
 	again, err := startRuntime(root, cdiDir)
