@@ -105,17 +105,29 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range.
 
     Port 0 would hand out an ephemeral port, which the many outgoing connections of a running
     control plane may take as their source port before our component binds it.
+
+    A port is handed out once per process: two calls in a row (etcd's client and peer port) must
+    not get the same port just because nothing has bound the first one yet.
     """
     low, _ = _ephemeral_range()
     rng = random.SystemRandom()
     for _ in range(100):
         port = rng.randrange(10000, max(10001, low))
-        if port_is_free(port):
+        with _HANDED_OUT_LOCK:
+            if port in _HANDED_OUT or not port_is_free(port):
+                continue
+            if len(_HANDED_OUT) > 8192:  # a long-lived process: forget the oldest picks wholesale
+                _HANDED_OUT.clear()
+            _HANDED_OUT.add(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -96,6 +96,18 @@ def _validate_name(name: str) -> None:
         raise UsageError(f"cluster name {name!r}: use 1-40 letters, digits, '-' or '_'")
 
 
+
+_PORT_ATTEMPTS = 3
+
+
+def _lost_a_port(message: str) -> bool:
+    return "address already in use" in message or "is already taken" in message
+
+
+def _first_line(message: str) -> str:
+    return message.splitlines()[0] if message else message
+
+
 class LocalCluster:
     """A real local control plane. Use as a context manager or call ``up()``/``down()``."""
 
@@ -158,16 +170,28 @@ class LocalCluster:
                 )
         self._binaries = bins.resolve(self.bin_dir, progress=self.progress)
         started = time.monotonic()
-        try:
-            self._prepare()
-            for component in COMPONENT_ORDER:
-                self.components[component] = self._supervised(component)
-                self.components[component].start(timeout=max(5.0, timeout - (time.monotonic() - started)))
-                self._write_state()
-            self._wait_api_ready(timeout - (time.monotonic() - started))
-        except BaseException:
-            self.down(remove=False)
-            raise
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            try:
+                self._prepare()
+                for component in COMPONENT_ORDER:
+                    self.components[component] = self._supervised(component)
+                    self.components[component].start(timeout=max(5.0, timeout - (time.monotonic() - started)))
+                    self._write_state()
+                self._wait_api_ready(timeout - (time.monotonic() - started))
+            except HarnessError as exc:
+                self.down(remove=False)
+                # Another process (a parallel run) may bind a port between our check and the
+                # component's own bind: start again on fresh ports rather than fail the run.
+                if attempt < _PORT_ATTEMPTS and _lost_a_port(str(exc)):
+                    self.components.clear()
+                    if self.progress:
+                        self.progress(f"a port was taken while starting ({_first_line(str(exc))}); retrying on new ports")
+                    continue
+                raise
+            except BaseException:
+                self.down(remove=False)
+                raise
+            break
         self._write_state()
         return self
 

@@ -73,19 +73,54 @@ def test_a_component_that_fails_to_start_shows_its_last_log_lines_and_nothing_is
     assert _processes_under(bin_dir) == []
 
 
-def test_a_taken_port_is_reported_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_taken_every_time_is_reported_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = _real_bin_dir()
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     port = taken.getsockname()[1]
-    ports = iter([port, *[local.free_port() for _ in range(4)]])
-    monkeypatch.setattr(local, "free_port", lambda: next(ports))
-    cluster = LocalCluster("taken", bin_dir=bin_dir, base_dir=tmp_path)
+    picks = []
+
+    def always_taken() -> int:
+        picks.append(port)
+        return port
+
+    monkeypatch.setattr(local, "free_port", always_taken)
+    cluster = LocalCluster("taken", bin_dir=bin_dir, base_dir=tmp_path, progress=None)
     with pytest.raises(HarnessError, match=f"etcd: port {port} on 127.0.0.1 is already taken"):
         cluster.up()
     taken.close()
     assert cluster.components == {}
+    assert len(picks) == 5 * local._PORT_ATTEMPTS  # every attempt picked its five ports afresh
+
+
+@pytest.mark.cluster
+def test_a_port_taken_between_the_pick_and_the_bind_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parallel run may bind the port we picked before our component does: the cluster starts on new ports."""
+    bin_dir = _real_bin_dir()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    real = local.free_port
+    ports = iter([port])
+    monkeypatch.setattr(local, "free_port", lambda: next(ports, None) or real())
+    said: list[str] = []
+    cluster = LocalCluster("retaken", bin_dir=bin_dir, base_dir=tmp_path, progress=said.append)
+    try:
+        cluster.up()
+        assert port not in cluster.ports.values()
+        assert cluster.kube().get("Namespace", "default") is not None
+        assert any("retrying on new ports" in line for line in said), said
+    finally:
+        cluster.down(remove=True)
+        taken.close()
+
+
+def test_free_port_never_hands_out_the_same_port_twice() -> None:
+    """etcd's client and peer ports are picked one after the other, before either is bound."""
+    picked = [local.free_port() for _ in range(2000)]
+    assert len(set(picked)) == len(picked)
 
 
 @pytest.mark.cluster

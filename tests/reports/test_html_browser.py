@@ -70,8 +70,11 @@ def assert_two_partial_gangs_side_by_side(tl: dict[str, Any], devices: int, hold
     assert both, "the gangs never held devices at the same time"
     for held in both:
         assert not held["gang-a"] & held["gang-b"], f"one device drawn as held by both gangs at once: {held}"
+    # The deadlock: together the two partial gangs hold every device, so neither can ever complete.
+    # How they split them (4 and 4, 6 and 2) depends on the order the scheduler retries pods in.
     widest = max(both, key=lambda h: len(h["gang-a"]) + len(h["gang-b"]))
-    assert len(widest["gang-a"]) == len(widest["gang-b"]) == devices // 2, widest  # 4 GPUs each: the deadlock
+    assert len(widest["gang-a"]) + len(widest["gang-b"]) == devices, widest
+    assert 0 < len(widest["gang-a"]) < devices and 0 < len(widest["gang-b"]) < devices, widest
 
 
 def test_deadlock_report_shows_two_partial_gangs_in_the_browser(browser: Browser, tmp_path: Path) -> None:
