@@ -6,7 +6,7 @@ summary. Importing this package registers all of them. Reports, tests and scenar
 (``expect.hold`` / ``expect.violate``) use these names:
 
     claim-atomic, gang-atomic, no-double-allocation, topology, no-leak, no-legacy-mix,
-    sharing-explicit, container-devices
+    sharing-explicit, container-devices, per-claim-errors
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from draguard.harness.invariants import (  # noqa: F401  (each registers itself)
     no_double_allocation,
     no_leak,
     no_legacy_mix,
+    per_claim_errors,
     sharing_explicit,
     topology,
 )
 from draguard.harness.invariants.snapshot import (
     DeviceId,
     DeviceState,
+    DriverCall,
     Gang,
     GpuProbe,
     GpuUsage,
@@ -43,6 +45,7 @@ __all__ = [
     "Snapshot",
     "DeviceId",
     "DeviceState",
+    "DriverCall",
     "NodeDriverState",
     "Gang",
     "GpuUsage",
@@ -58,6 +61,7 @@ NAMES = (
     no_legacy_mix.NAME,
     sharing_explicit.NAME,
     container_devices.NAME,
+    per_claim_errors.NAME,
 )
 """Every invariant defined here, in the order of the issue."""
 

@@ -31,6 +31,7 @@ __all__ = [
     "Gang",
     "GpuUsage",
     "GpuProbe",
+    "DriverCall",
     "Snapshot",
     "Obj",
     "ref",
@@ -118,6 +119,30 @@ class GpuProbe(Protocol):
     def usage(self, devices: Iterable[DeviceId]) -> Mapping[DeviceId, GpuUsage]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class DriverCall:
+    """One DRA call as the gRPC interposer saw it pass between a node and the driver (a call that
+    ended: its answer or its gRPC status is known)."""
+
+    time: float
+    """Seconds after the scenario started, when the call began."""
+    node: str
+    driver: str
+    method: str
+    """``NodePrepareResources``, ``NodeUnprepareResources``, ``GetInfo``, ..."""
+    claims: tuple[tuple[str, str, str], ...]
+    """(namespace, name, uid) of each claim in the request, in the request's order."""
+    status: str
+    """The gRPC status name the caller got (``OK``, ``UNKNOWN``, ``UNAVAILABLE``, ...)."""
+    error: str = ""
+    """The status details of a failed call."""
+    claim_errors: Mapping[str, str] = field(default_factory=dict)
+    """uid -> the error the driver answered for that claim alone."""
+    injected: str | None = None
+    """The interposer's own fault applied to the call, or the kind of call the interposer made itself
+    (``duplicate``, ``stale-retry``); None for a call as the node made it, answered by the driver."""
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The cluster and the drivers at ``time`` seconds after the scenario started."""
@@ -144,6 +169,10 @@ class Snapshot:
     its node's ResourceSlices when it starts, until the drivers register again, and a driver's slices
     30 s after it went away (``defaultWipingDelay``, kubernetes ``pkg/kubelet/cm/dra/manager.go``);
     the claims allocated from them stay allocated."""
+
+    driver_calls: tuple[DriverCall, ...] = ()
+    """The DRA calls the gRPC interposer recorded so far (``driver.interpose``; empty without it).
+    Invariants that judge them register ``needs=("interposer",)``: they are not judged without one."""
 
     def device(self, device_id: DeviceId) -> Obj | None:
         """The device as published now, else as last published earlier in the run; None if never seen."""

@@ -29,6 +29,7 @@ class CallRecorder:
         self.run_label = run_label
         self._lock = threading.Lock()
         self._files: dict[Path, IO[str]] = {}
+        self._calls: list[dict[str, Any]] = []
 
     def path_for(self, node: str) -> Path:
         return self.record if self.record is not None else self.node_root / node / CALLS_FILE
@@ -45,6 +46,12 @@ class CallRecorder:
                 f = self._files[path] = open(path, "a")
             f.write(line)
             f.flush()
+            self._calls.append(entry)
+
+    def recorded(self) -> list[dict[str, Any]]:
+        """Every entry written so far, in order (the run judges them while it goes on)."""
+        with self._lock:
+            return list(self._calls)
 
     def close(self) -> None:
         with self._lock:

@@ -43,7 +43,7 @@ from typing import Any, Literal
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError, UsageError
 from ..devices.truth import DeviceTruth
-from ..invariants import DeviceId, DeviceState, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
+from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
 from ..registry import FAULTS, INVARIANTS
@@ -707,10 +707,37 @@ class Runner:
             gpu_usage=usage or None,
             device_truth=truth,
             published_before=published_before,
+            driver_calls=self._driver_calls(h),
         )
         with self._published_lock:
             self._published.update(snap.devices)
         return snap
+
+    def _driver_calls(self, h: RunHandles) -> tuple[DriverCall, ...]:
+        """The interposer's record so far, timed from the scenario's start (empty without an interposer)."""
+        if h.interposer is None:
+            return ()
+        offset = self.timeline.now() - time.time()
+        return tuple(
+            DriverCall(
+                time=round(float(e.get("ts", 0.0)) + offset, 3), node=str(e.get("node", "")),
+                driver=str(e.get("driver", "")), method=str(e.get("method", "")),
+                claims=tuple((str(c.get("namespace", "")), str(c.get("name", "")), str(c.get("uid", "")))
+                             for c in e.get("claims") or ()),
+                status=str(e.get("status", "")), error=str(e.get("error", "")),
+                claim_errors=dict(e.get("claim_errors") or {}),
+                injected=e.get("fault") if e.get("kind") == "call" else str(e.get("kind")),
+            )
+            for e in h.interposer.recorder.recorded()
+        )
+
+    def _judgeable(self, name: str) -> str:
+        """Why invariant ``name`` cannot be judged in this run ("" when it can)."""
+        needs = INVARIANTS.get(name).meta.get("needs", ())
+        if "interposer" in needs and not self.scenario.driver.interpose:
+            return ("not checked: it judges the gRPC interposer's record of the driver's calls, and this run has no "
+                    "interposer (spec.driver.interpose)")
+        return ""
 
     def _remember_published(self) -> None:
         """Note the devices published now (Snapshot.published_before is built from what was noted)."""
@@ -721,6 +748,7 @@ class Runner:
     def _judge(self, names: list[str], snapshot: Snapshot | None = None) -> None:
         """Judge ``names`` now (over ``snapshot`` if given). A breach with a grace period counts once it
         lasted that long, seen in judgment after judgment; it is reported from the time it started."""
+        names = [n for n in names if not self._judgeable(n)]
         with self._judge_lock:
             snap = snapshot or self.snapshot()
             for name, violations in evaluate(snap, names).items():
@@ -773,7 +801,7 @@ class Runner:
             )
             found = list(self.violations.get(entry.name, {}).values())
             status: Status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
-            note = ""
+            note = self._judgeable(entry.name)
             if self.scenario.driver.kind == "external":  # an installed driver: no books, no device truth
                 if entry.name in NOT_JUDGED:
                     status, found, note = "not-checked", [], f"not checked on an installed driver: {NOT_JUDGED[entry.name]}"

@@ -457,6 +457,12 @@ class _Checker:
                     self.add(("spec", "expect", key, i), self._unknown("invariant", name, self.invariants.names()))
                 elif name in seen:
                     self.add(("spec", "expect", key, i), f"invariant {name!r} is listed twice")
+                else:
+                    lacks = self.capabilities()
+                    for need in self.invariants.get(name).meta.get("needs", ()):
+                        if need in lacks:
+                            self.add(("spec", "expect", key, i),
+                                     f"invariant {name!r} cannot be judged here: it needs {need}, but {lacks[need]}")
                 seen.add(name)
         for i, name in enumerate(lists["violate"]):
             if isinstance(name, str) and name in lists["hold"]:

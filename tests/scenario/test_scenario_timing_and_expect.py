@@ -116,6 +116,21 @@ def test_a_control_plane_restart_needs_the_local_backend() -> None:
     assert problem.startswith("s.yaml:23:14: spec.timeline[0].fault:")
 
 
+def test_an_invariant_the_run_cannot_judge_is_rejected_and_left_out_of_the_default_hold() -> None:
+    """per-claim-errors judges the interposer's record: named without one it is refused; by default it
+    holds only where the interposer records the calls, instead of passing with nothing judged."""
+    text = BASE.replace("    violate: [gang-atomic]\n", "    violate: [gang-atomic, per-claim-errors]\n")
+    [problem] = problems(text)
+    assert problem == ("s.yaml:33:28: spec.expect.violate[1]: invariant 'per-claim-errors' cannot be judged here: it "
+                       "needs interposer, but spec.driver.interpose is not true")
+    assert "per-claim-errors" not in parse_scenario(BASE, "s.yaml", faults=FAULTS).expect.hold
+    interposed = BASE.replace("spec:\n", "spec:\n  driver: {interpose: true}\n", 1)
+    assert "per-claim-errors" in parse_scenario(interposed, "s.yaml", faults=FAULTS).expect.hold
+    named = parse_scenario(interposed.replace("    violate: [gang-atomic]\n", "    violate: [gang-atomic, per-claim-errors]\n"),
+                           "s.yaml", faults=FAULTS)
+    assert named.expect.violate == ("gang-atomic", "per-claim-errors")
+
+
 def test_evidence_is_only_for_expected_violations_and_names_something() -> None:
     text = BASE.replace("    violate: [gang-atomic]\n", "    violate: [gang-atomic]\n    evidence:\n"
                         "      - {invariant: no-leak, node: node-a}\n      - {invariant: gang-atomic}\n"
@@ -164,7 +179,7 @@ def test_every_invariant_declares_when_it_is_judged() -> None:
     assert {e.name: e.meta.get("judged") for e in INVARIANTS} == {
         "claim-atomic": "continuously", "gang-atomic": "continuously", "no-double-allocation": "continuously",
         "topology": "continuously", "no-legacy-mix": "continuously", "no-leak": "after-cleanup",
-        "sharing-explicit": "after-cleanup", "container-devices": "continuously",
+        "sharing-explicit": "after-cleanup", "container-devices": "continuously", "per-claim-errors": "continuously",
     }
 
 
