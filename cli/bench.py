@@ -27,16 +27,19 @@ __all__ = ["command"]
 @click.option("--rate", type=click.FloatRange(0.1, 1000), default=None, help="Operations per second (churn).")
 @click.option("--duration", type=click.FloatRange(1, 3600), default=None, help="Seconds (churn, fake-nodes).")
 @click.option("--limit", type=click.IntRange(0, 1000), default=None, help="Scenarios to run (library-wall; 0: all).")
+@click.option("--parallel", type=click.IntRange(1, 16), default=None,
+              help="library-wall: also run the files this many at a time (draguard run --parallel), alternating with "
+                   "the sequential rounds.")
 @click.option("--scheduler-perf/--no-scheduler-perf", default=None,
               help="dra-throughput: require (or skip) upstream scheduler_perf; by default it runs when "
                    "`draguard cluster build --scheduler-perf` built it, and the result says why when not.")
 def command(names: tuple[str, ...], repeat: int, output_dir: str, nodes: int | None, pods: int | None,
             devices: int | None, reset_ms: int | None, rate: float | None, duration: float | None, limit: int | None,
-            scheduler_perf: bool | None) -> None:  # fmt: skip
+            parallel: int | None, scheduler_perf: bool | None) -> None:  # fmt: skip
     """Measure the pieces that have targets (default: all); sizes by flags, defaults at the issue's scale."""
     err = Console(stderr=True)
     sizes = {"nodes": nodes, "pods": pods, "devices": devices, "reset_ms": reset_ms, "rate": rate, "duration": duration, "limit": limit,
-             "count": nodes, "scheduler_perf": scheduler_perf}  # fmt: skip
+             "count": nodes, "scheduler_perf": scheduler_perf, "parallel": parallel}  # fmt: skip
     results = run_benchmarks(list(names) or list(BENCHMARKS), repeat, Path(output_dir), lambda m: err.log(m, highlight=False),
                              sizes)  # fmt: skip
     print_bench(results, err)

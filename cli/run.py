@@ -36,6 +36,7 @@ from draguard.harness.runner.retarget import (
     not_applicable_result,
     retarget,
 )
+from draguard.harness.runner.parallel import check_parallel, run_in_parallel
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenarios
 from draguard.harness.scenario.types import Scenario
@@ -75,12 +76,15 @@ def _interrupt(signum: int, frame: Any) -> None:
                    f"--cluster local for the upstream DRA test driver ({TEST_DRIVER_NAME}), which draguard runs itself.")
 @click.option("--device-class", metavar="NAME", help="The DeviceClass of the installed driver the workloads ask for "
                                                      "(with --cluster local, draguard creates it).")
+@click.option("--parallel", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="Scenarios run at a time, each on a local control plane of its own in its own process "
+                   "(not with --driver, --repeat or an existing cluster).")
 @click.option("--allow-context", "allow", metavar="CONTEXT",
               help="With --driver: allow steps that touch more than the run's own objects (drain-node, "
                    "device-taint, load) on this kubeconfig context (a local draguard cluster is always allowed).")
 def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None, context: str | None,
         report_dir: str, formats: tuple[str, ...], seed: int | None, dry_run: bool, bin_dir: str | None,
-        repeat: int, driver_name: str | None, device_class: str | None, allow: str | None) -> None:
+        repeat: int, driver_name: str | None, device_class: str | None, parallel: int, allow: str | None) -> None:
     """Run scenario files (or folders of them) and write the reports; exit 0 if all met expectations."""
     from .report import split_formats
 
@@ -91,6 +95,11 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
         retargeting = _retargeting(driver_name, device_class, allow, backend, kubeconfig, context)
         if not retargeting.target.local:
             backend, kubeconfig = "kubeconfig", retargeting.kubeconfig
+    if parallel > 1:
+        if retargeting is not None or repeat > 1:
+            raise UsageError("--parallel runs the scenarios' own fake drivers side by side: not with --driver, "
+                             "--device-class, --allow-context or --repeat")
+        check_parallel(loaded, backend)
     if dry_run:
         for sc in loaded:
             if retargeting is None:
@@ -120,7 +129,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kubeconfig: str | None,
                               retargeting=retargeting) and ok
         sys.exit(EXIT_OK if ok else EXIT_FAILED)
     result = run_scenarios(loaded, Path(report_dir), backend=backend, kubeconfig=kubeconfig, context=context,
-                           seed=seed, bin_dir=bin_dir, formats=chosen, retargeting=retargeting)
+                           seed=seed, bin_dir=bin_dir, formats=chosen, retargeting=retargeting, parallel=parallel)
     click.get_current_context().exit(result.exit_code)
 
 
@@ -174,8 +183,9 @@ def _retargeting(driver: str | None, device_class: str | None, allow: str | None
 def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = None, kubeconfig: str | None = None,
                   context: str | None = None, seed: int | None = None, bin_dir: str | None = None,
                   formats: list[str] | tuple[str, ...] = reports.DEFAULT_FORMATS,
-                  retargeting: Retargeting | None = None) -> RunResult:
-    """Run scenarios one after the other, render the reports and print where they are.
+                  retargeting: Retargeting | None = None, parallel: int = 1) -> RunResult:
+    """Run scenarios one after the other (``parallel`` at a time, each in its own process), render the
+    reports and print where they are.
 
     With ``retargeting`` each scenario runs against the installed driver, or is reported not
     applicable with the reasons (it is not run then)."""
@@ -183,6 +193,13 @@ def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = No
     signal.signal(signal.SIGTERM, _interrupt)
     result = RunResult(run_id="", environment={**run_environment(seed), "started": time.time()})
     progress = RunProgress(_err)
+    if parallel > 1:
+        _err.print(f"{len(loaded)} scenario(s), {parallel} at a time", highlight=False)
+        done = lambda r: _err.print(f"{r.name}: {r.outcome} in {r.duration:.1f}s", highlight=False, markup=False)  # noqa: E731
+        for run_id, scenario_result in run_in_parallel(loaded, out, parallel, seed=seed, bin_dir=bin_dir, done=done):
+            result.run_id = result.run_id or run_id
+            result.scenarios.append(scenario_result)
+        loaded = []
     for sc in loaded:
         if retargeting is not None:
             reasons, plan = retargeting.decide(sc)

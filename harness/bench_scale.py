@@ -557,7 +557,10 @@ def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 
             "samples": runs}  # fmt: skip
 
 
-def bench_library_wall(repeat: int, progress: Progress, limit: int = 0) -> dict[str, Any]:
+def bench_library_wall(repeat: int, progress: Progress, limit: int = 0, parallel: int = 1) -> dict[str, Any]:
+    """The library's wall time, warm: one scenario after the other, and (``parallel`` > 1) the same
+    files ``parallel`` at a time (``draguard run --parallel``), alternating, so both see the same machine."""
+    from .runner.parallel import run_in_parallel
     from .runner.runner import Runner, RunOptions
     from .scenario.loader import discover, load_scenario
 
@@ -566,7 +569,9 @@ def bench_library_wall(repeat: int, progress: Progress, limit: int = 0) -> dict[
     if limit:
         files = files[:limit]
     per: dict[str, list[float]] = {}
-    totals = []
+    totals: list[float] = []
+    parallel_totals: list[float] = []
+    not_ok: list[str] = []
     for i in range(repeat):
         t0 = time.monotonic()
         for f in files:
@@ -575,6 +580,27 @@ def bench_library_wall(repeat: int, progress: Progress, limit: int = 0) -> dict[
                 result = Runner(load_scenario(f), RunOptions(backend="local", report_dir=Path(tmp))).run()
                 per.setdefault(f.stem, []).append(round(time.monotonic() - t, 1))
                 progress(f"library-wall {f.stem}: {per[f.stem][-1]}s ({'ok' if result.ok else 'NOT ok'})")
+                if not result.ok:
+                    not_ok.append(f"{f.stem} (sequential, round {i + 1})")
         totals.append(time.monotonic() - t0)
-    return {"unit": "s", "scenarios": len(files), "median": round(statistics.median(totals), 1),
-            "samples": [round(t, 1) for t in totals], "per_scenario": per, "mode": "sequential, warm binary cache"}
+        progress(f"library-wall sequential round {i + 1}: {totals[-1]:.1f}s")
+        if parallel > 1:
+            with tempfile.TemporaryDirectory(prefix="dglib") as tmp:
+                t0 = time.monotonic()
+                ran = run_in_parallel([load_scenario(f) for f in files], Path(tmp), parallel)
+                parallel_totals.append(time.monotonic() - t0)
+            not_ok.extend(f"{r.name} (parallel {parallel}, round {i + 1})" for _, r in ran if not r.ok)
+            progress(f"library-wall {parallel} at a time, round {i + 1}: {parallel_totals[-1]:.1f}s")
+    out: dict[str, Any] = {
+        "unit": "s", "scenarios": len(files), "median": round(statistics.median(totals), 1),
+        "samples": [round(t, 1) for t in totals], "per_scenario": per, "mode": "sequential, warm binary cache",
+        "not_ok": not_ok,
+    }
+    if parallel > 1:
+        out.update({
+            "parallel": parallel, "parallel_median": round(statistics.median(parallel_totals), 1),
+            "parallel_samples": [round(t, 1) for t in parallel_totals],
+            "parallel_speedup_median": round(statistics.median(a / b for a, b in zip(totals, parallel_totals)), 2),
+            "parallel_mode": f"draguard run --parallel {parallel}: each scenario in its own process and control plane",
+        })
+    return out

@@ -191,6 +191,14 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                           f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
                           f"machine, peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "
                           f"{r.get('prepare_lag_p99_s_median')} s, lease age max {r.get('lease_age_max_s_median')} s")  # fmt: skip
+        elif name == "library-wall":
+            detail = f"{r['scenarios']} scenario(s), {r['mode']}"
+            if "parallel_median" in r:
+                detail += (f"; {r['parallel']} at a time {r['parallel_median']} s "
+                           f"({r['parallel_speedup_median']}x faster)")
+            if r.get("not_ok"):
+                detail += f"; NOT ok: {', '.join(r['not_ok'])}"
+            table.add_row(name, str(r["median"]), r["unit"], detail)
         elif name == "driver-calls":
             table.add_row(name, str(r["median"]), r["unit"],
                           f"fake/upstream prepare latency {r['prepare_latency_ratio_median']}, unprepare "

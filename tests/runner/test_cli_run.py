@@ -109,3 +109,34 @@ def test_repeated_runs_count_each_verdict_and_show_a_flaky_one() -> None:
     assert r.as_dict()["invariants"]["gang-atomic"] == {
         "expected": "violate", "verdicts": {"violated": 2, "held": 1}, "flaky": True}
     assert r.as_dict()["steps"] == {"0-preempt": {"ok": 3}}
+
+
+def test_parallel_is_refused_where_runs_would_share_a_cluster_or_repeat(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    deadlock = str(ROOT / "scenarios" / "gang-deadlock-per-pod.yaml")
+    assert main(["run", deadlock, "--parallel", "2", "--cluster", "kubeconfig",
+                 "--kubeconfig", str(tmp_path / "kc")]) == 2
+    err = capsys.readouterr().err
+    assert "--parallel runs each scenario on a local control plane of its own; gang-deadlock-per-pod runs on an " \
+           "existing cluster" in err and "Traceback" not in err
+    assert main(["run", deadlock, "--parallel", "2", "--repeat", "2"]) == 2
+    assert "not with --driver, --device-class, --allow-context or --repeat" in capsys.readouterr().err
+    assert not (tmp_path / "state" / "draguard" / "clusters").exists()
+
+
+@pytest.mark.cluster
+def test_parallel_runs_each_scenario_on_its_own_cluster_and_keeps_their_order(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Two incident reproductions side by side: each meets its own expectation, as when run alone."""
+    out = tmp_path / "report"
+    names = ["incomplete-cdi-spec", "gang-deadlock-per-pod"]
+    code = main(["run", *(str(ROOT / "scenarios" / f"{n}.yaml") for n in names), "--parallel", "2",
+                 "--report-dir", str(out), "--report", "json"])
+    err = capsys.readouterr().err
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert code == 0, [s.get("error") for s in verdict["scenarios"]]
+    assert [s["name"] for s in verdict["scenarios"]] == names
+    assert verdict["scenarios"][0]["invariants"]["container-devices"]["status"] == "violated"
+    assert verdict["scenarios"][1]["invariants"]["gang-atomic"]["status"] == "violated"
+    assert "2 scenario(s), 2 at a time" in err and "incomplete-cdi-spec: met in" in err
+    assert not list((tmp_path / "state" / "draguard" / "clusters").glob("*/cluster.json"))  # both torn down
