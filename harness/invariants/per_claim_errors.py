@@ -12,9 +12,9 @@ persists strands the others with it (a device held for a pod that is gone).
 Judged from the gRPC interposer's record (:attr:`Snapshot.driver_calls`), so it holds for any driver
 and any caller (the fake nodes or a kubelet), whatever order the claims come in. Not a breach: a
 call of one claim (it fails alone either way); a status that is not the driver's answer
-(``UNAVAILABLE``: the driver was not there; ``DEADLINE_EXCEEDED`` and ``CANCELLED``: the caller gave
-up; a hung call is the business of the progress a scenario expects); a failure the interposer
-injected itself.
+(``UNAVAILABLE``, or a call cut by its connection: the driver was not there or died; ``DEADLINE_EXCEEDED``
+and ``CANCELLED``: the caller gave up; a hung call is the business of the progress a scenario
+expects); a failure the interposer injected itself.
 """
 
 from __future__ import annotations
@@ -34,10 +34,17 @@ NOT_THE_DRIVERS_ANSWER = frozenset({"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED", "C
 """Call statuses that are no whole-call failure by the driver (success, no driver, caller gave up)."""
 
 
+TRANSPORT_HINTS = ("RST_STREAM", "Socket closed", "Connection reset", "connection error", "Stream removed",
+                   "failed to connect", "transport is closing")
+"""Status details of a call cut by its connection (a driver process killed mid-call can end a call with
+INTERNAL or UNKNOWN and these words, not UNAVAILABLE): no answer of the driver's either."""
+
+
 def whole_call_failure(call: DriverCall) -> bool:
     """Whether the driver itself failed ``call``, a call of several claims, as a whole."""
     return (call.method in BATCHED_METHODS and len(call.claims) >= 2 and call.injected is None
-            and call.status not in NOT_THE_DRIVERS_ANSWER)
+            and call.status not in NOT_THE_DRIVERS_ANSWER
+            and not any(hint.lower() in call.error.lower() for hint in TRANSPORT_HINTS))
 
 
 @INVARIANTS.register(NAME, summary="A prepare or unprepare call of several claims is never failed as a whole by the "

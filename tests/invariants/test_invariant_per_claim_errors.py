@@ -42,6 +42,8 @@ def test_per_claim_errors_single_claims_and_statuses_that_are_not_the_drivers_an
         call("UNAVAILABLE", error="connection refused"),  # no driver behind the socket
         call("DEADLINE_EXCEEDED"),  # the caller gave up on a hung call
         call("CANCELLED"),
+        call("INTERNAL", error="Received RST_STREAM with error code 2"),  # the driver process died mid-call
+        call("UNKNOWN", error="Stream removed"),
         call("UNKNOWN", injected="error"),  # the interposer's own fault
         call("UNKNOWN", injected="duplicate"),  # a call the interposer made itself
         call("UNKNOWN", method="GetInfo"),
