@@ -101,6 +101,9 @@ class NodeAccess(Protocol):
     def fail_release(self, node: str, device: str) -> None:
         """Make the next release (reset) of ``device`` fail once."""
 
+    def hold_release(self, node: str, device: str) -> None:
+        """Make every release (reset) of ``device`` fail until :meth:`clear`."""
+
     def slow_prepare(self, node: str, claim_uid: str, seconds: float) -> None:
         """Make the next prepare of the claim take ``seconds`` longer, inside the driver."""
 
@@ -169,6 +172,9 @@ class FakeDriverAccess:
 
     def fail_release(self, node: str, device: str) -> None:
         self._set(node, reset_fail={"count": 1, "devices": [device]})
+
+    def hold_release(self, node: str, device: str) -> None:
+        self._set(node, reset_fail={"forever": True, "devices": [device]})
 
     def slow_prepare(self, node: str, claim_uid: str, seconds: float) -> None:
         self._set(node, prepare_hang={"seconds": seconds, "claims": [claim_uid], "count": 1})
