@@ -117,3 +117,19 @@ def test_the_bench_table_shows_throughput_beside_threshold_and_the_driver_ratios
     assert f"prepare lag p99 {dra['prepare_lag_p99_s_median']} s" in text
     assert f"fake/upstream prepare latency {calls['prepare_latency_ratio_median']}" in text
     assert f"fake reset wait {calls['fake_reset_ms']} ms, synced write {calls['fsync_ms_median']} ms" in text
+
+
+def test_the_bench_table_shows_the_library_wall_side_by_side() -> None:
+    import json
+
+    from draguard.reports.console import print_bench
+
+    wall = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "library-wall.json").read_text())
+    out = io.StringIO()
+    print_bench({"library-wall": wall}, Console(file=out, width=600))
+    print_bench({"library-wall": dict(wall, not_ok=["incomplete-cdi-spec (parallel 2, round 1)"])},
+                Console(file=out, width=600))
+    text = out.getvalue()
+    assert f"{wall['scenarios']} scenario(s), sequential, warm binary cache; {wall['parallel']} at a time " \
+           f"{wall['parallel_median']} s ({wall['parallel_speedup_median']}x faster)" in text
+    assert "NOT ok: incomplete-cdi-spec (parallel 2, round 1)" in text
