@@ -96,7 +96,6 @@ def _validate_name(name: str) -> None:
         raise UsageError(f"cluster name {name!r}: use 1-40 letters, digits, '-' or '_'")
 
 
-
 _PORT_ATTEMPTS = 3
 
 

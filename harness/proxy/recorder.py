@@ -48,10 +48,10 @@ class CallRecorder:
             f.flush()
             self._calls.append(entry)
 
-    def recorded(self) -> list[dict[str, Any]]:
-        """Every entry written so far, in order (the run judges them while it goes on)."""
+    def recorded(self, since: int = 0) -> list[dict[str, Any]]:
+        """The entries written so far from the ``since``-th on, in order (the run judges them while it goes on)."""
         with self._lock:
-            return list(self._calls)
+            return self._calls[since:]
 
     def close(self) -> None:
         with self._lock:

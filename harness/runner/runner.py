@@ -59,6 +59,7 @@ from ..result import (
     StepStatus,
     TimelineEvents,
 )
+from ..scenario.checks import lacking
 from ..scenario.types import PER_NODE_UP_TO, Condition, EvidenceRule, Progress, Scenario, Step, Topology
 from . import deploy
 from .context import RunHandles, StepContext
@@ -102,6 +103,9 @@ class Runner:
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
         self._published: dict[DeviceId, Mapping[str, Any]] = {}
+        self._calls: list[DriverCall] = []
+        self._calls_lock = threading.Lock()
+        """The interposer's records converted so far (see _driver_calls)."""
         """Every device a snapshot saw published, as last published (see Snapshot.published_before)."""
         self._published_lock = threading.Lock()
         self._judge_lock = threading.Lock()
@@ -714,29 +718,31 @@ class Runner:
         return snap
 
     def _driver_calls(self, h: RunHandles) -> tuple[DriverCall, ...]:
-        """The interposer's record so far, timed from the scenario's start (empty without an interposer)."""
+        """The interposer's record so far, timed from the scenario's start (empty without an interposer).
+        Each record is converted once, when a snapshot first sees it."""
         if h.interposer is None:
             return ()
         offset = self.timeline.now() - time.time()
-        return tuple(
-            DriverCall(
-                time=round(float(e.get("ts", 0.0)) + offset, 3), node=str(e.get("node", "")),
-                driver=str(e.get("driver", "")), method=str(e.get("method", "")),
-                claims=tuple((str(c.get("namespace", "")), str(c.get("name", "")), str(c.get("uid", "")))
-                             for c in e.get("claims") or ()),
-                status=str(e.get("status", "")), error=str(e.get("error", "")),
-                claim_errors=dict(e.get("claim_errors") or {}),
-                injected=e.get("fault") if e.get("kind") == "call" else str(e.get("kind")),
-            )
-            for e in h.interposer.recorder.recorded()
-        )
+        with self._calls_lock:  # snapshots are taken by the checker and by the final judgments
+            for e in h.interposer.recorder.recorded(since=len(self._calls)):
+                self._calls.append(DriverCall(
+                    time=round(float(e.get("ts", 0.0)) + offset, 3), node=str(e.get("node", "")),
+                    driver=str(e.get("driver", "")), method=str(e.get("method", "")),
+                    claims=tuple((str(c.get("namespace", "")), str(c.get("name", "")), str(c.get("uid", "")))
+                                 for c in e.get("claims") or ()),
+                    status=str(e.get("status", "")), error=str(e.get("error", "")),
+                    claim_errors=dict(e.get("claim_errors") or {}),
+                    injected=e.get("fault") if e.get("kind") == "call" else str(e.get("kind")),
+                ))
+            return tuple(self._calls)
 
     def _judgeable(self, name: str) -> str:
         """Why invariant ``name`` cannot be judged in this run ("" when it can)."""
-        needs = INVARIANTS.get(name).meta.get("needs", ())
-        if "interposer" in needs and not self.scenario.driver.interpose:
-            return ("not checked: it judges the gRPC interposer's record of the driver's calls, and this run has no "
-                    "interposer (spec.driver.interpose)")
+        sc = self.scenario
+        lacks = lacking(sc.driver.kind, self.options.backend or sc.cluster.backend, sc.driver.interpose)
+        for need in INVARIANTS.get(name).meta.get("needs", ()):
+            if need in lacks:
+                return f"not checked: it needs {need}, but {lacks[need]}"
         return ""
 
     def _remember_published(self) -> None:

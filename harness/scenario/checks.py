@@ -23,7 +23,7 @@ from draguard.harness.registry import Registry
 from draguard.harness.scenario.model import MAX_NODES, MAX_NODES_PER_GROUP, MAX_PODS, MAX_REPLICAS
 from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
 
-__all__ = ["check_document", "expand_node_names"]
+__all__ = ["check_document", "expand_node_names", "lacking"]
 
 _MEMBER_KEYWORDS = ("random", "all")
 
@@ -86,6 +86,21 @@ def expand_node_names(group: dict[str, Any]) -> list[str]:
         return [f"{group['namePrefix']}-{i}" for i in range(_group_size(group))]
     name = _str(group.get("name"))
     return [name] if name is not None else []
+
+
+def lacking(driver_kind: str, backend: str, interpose: bool) -> dict[str, str]:
+    """The capabilities (``needs`` of faults and invariants) a run with these settings lacks -> why.
+
+    One home for validation (raw documents), the default ``expect.hold`` and the runner."""
+    lacks: dict[str, str] = {}
+    if driver_kind != "fake":
+        lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
+        lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
+    if backend != "local":
+        lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
+    if not interpose:
+        lacks["interposer"] = "spec.driver.interpose is not true"
+    return lacks
 
 
 class _Checker:
@@ -325,15 +340,7 @@ class _Checker:
         """What this scenario's run can do -> why not, for each capability it lacks."""
         cluster = _dict(self.spec.get("cluster"))
         driver = _dict(self.spec.get("driver"))
-        lacks: dict[str, str] = {}
-        if self.driver_kind != "fake":
-            lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
-            lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
-        if (_str(cluster.get("backend")) or "local") != "local":
-            lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
-        if driver.get("interpose") is not True:
-            lacks["interposer"] = "spec.driver.interpose is not true"
-        return lacks
+        return lacking(self.driver_kind, _str(cluster.get("backend")) or "local", driver.get("interpose") is True)
 
     def timeline(self) -> None:
         steps = _list(self.spec.get("timeline"))

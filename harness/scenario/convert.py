@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from draguard.harness.registry import Registry
 from draguard.harness.scenario import model as m
 from draguard.harness.scenario import types as t
-from draguard.harness.scenario.checks import expand_node_names
+from draguard.harness.scenario.checks import expand_node_names, lacking
 
 __all__ = ["to_scenario"]
 
@@ -161,12 +161,12 @@ def to_scenario(
     replicas = {w.name: w.replicas for w in workloads}
     steps = tuple(_step(i, x, faults, replicas, s.timing) for i, x in enumerate(s.timeline))
     violate = tuple(s.expect.violate)
-    # By default every invariant holds that this run can judge: one that judges the interposer's
-    # record of the driver's calls needs the interposer (naming it explicitly without one is refused
-    # by the checks).
+    # By default every invariant holds that this run can judge (per-claim-errors needs the interposer;
+    # naming one explicitly where it cannot be judged is refused by the checks).
+    lacks = lacking(s.driver.kind, s.cluster.backend, s.driver.interpose)
     hold = tuple(s.expect.hold) if s.expect.hold is not None else tuple(
         name for name in invariants.names()
-        if name not in violate and ("interposer" not in invariants.get(name).meta.get("needs", ()) or s.driver.interpose)
+        if name not in violate and not lacks.keys() & set(invariants.get(name).meta.get("needs", ()))
     )
     return t.Scenario(
         name=doc.metadata.name,

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,12 +74,19 @@ def test_a_component_that_fails_to_start_shows_its_last_log_lines_and_nothing_is
     assert _processes_under(bin_dir) == []
 
 
-def test_a_port_taken_every_time_is_reported_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def taken() -> Iterator[int]:
+    """A port on 127.0.0.1 that another socket listens on for the test's duration."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_a_port_taken_every_time_is_reported_and_nothing_is_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   taken: int) -> None:
     bin_dir = _real_bin_dir()
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    port = taken.getsockname()[1]
+    port = taken
     picks = []
 
     def always_taken() -> int:
@@ -89,19 +97,16 @@ def test_a_port_taken_every_time_is_reported_and_nothing_is_left(tmp_path: Path,
     cluster = LocalCluster("taken", bin_dir=bin_dir, base_dir=tmp_path, progress=None)
     with pytest.raises(HarnessError, match=f"etcd: port {port} on 127.0.0.1 is already taken"):
         cluster.up()
-    taken.close()
     assert cluster.components == {}
     assert len(picks) == 5 * local._PORT_ATTEMPTS  # every attempt picked its five ports afresh
 
 
 @pytest.mark.cluster
-def test_a_port_taken_between_the_pick_and_the_bind_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_port_taken_between_the_pick_and_the_bind_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 taken: int) -> None:
     """A parallel run may bind the port we picked before our component does: the cluster starts on new ports."""
     bin_dir = _real_bin_dir()
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen()
-    port = taken.getsockname()[1]
+    port = taken
     real = local.free_port
     ports = iter([port])
     monkeypatch.setattr(local, "free_port", lambda: next(ports, None) or real())
@@ -114,7 +119,6 @@ def test_a_port_taken_between_the_pick_and_the_bind_is_replaced(tmp_path: Path, 
         assert any("retrying on new ports" in line for line in said), said
     finally:
         cluster.down(remove=True)
-        taken.close()
 
 
 def test_free_port_never_hands_out_the_same_port_twice() -> None:
