@@ -122,3 +122,39 @@ def test_an_injected_crash_ends_only_that_nodes_driver(
     wait(lambda: not handles[a].alive, what="node a's driver to stop after its crash")
     assert handles[b].alive and host.alive
     assert handles[a].checkpoint().claims[claim.uid].state.value == "PrepareStarted"
+
+
+def test_deleted_slices_are_restored_from_the_watch_not_a_periodic_list(
+    kube: Kube, root: Path, nodes: list[str]
+) -> None:
+    """A deleted slice comes back within seconds although the full verification round is an hour away:
+    the host's one watch marks the node (before, every node's slices were listed every 5 s, a third of
+    a core at 500 nodes). Fails if the watch is not kept or a changed node is not verified."""
+    import threading
+
+    from draguard.harness.driver.host import DriverHost
+
+    host = DriverHost(kube, root, [HostedNode(n, devices=2) for n in nodes], verify_every=3600.0, resync_interval=0.2)
+    host.start()
+    serving = threading.Thread(target=host.serve, daemon=True)
+    serving.start()
+    try:
+        a, b, _ = nodes
+
+        def slice_of(node: str) -> dict[str, Any] | None:
+            items = kube.list("ResourceSlice", field_selector=f"spec.nodeName={node}")[0]
+            return items[0] if len(items) == 1 else None
+
+        before = wait(lambda: slice_of(a), what="node a's slice")
+        kube.delete("ResourceSlice", before["metadata"]["name"])
+        again = wait(lambda: slice_of(a), what="node a's slice published again", timeout=10)
+        assert again["metadata"]["uid"] != before["metadata"]["uid"]
+        assert [d["name"] for d in again["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+        # Another node's slice deleted later: the watch still marks it (no relist in between).
+        other = wait(lambda: slice_of(b), what="node b's slice")
+        kube.delete("ResourceSlice", other["metadata"]["name"])
+        back = wait(lambda: slice_of(b), what="node b's slice published again", timeout=10)
+        assert back["metadata"]["uid"] != other["metadata"]["uid"]
+    finally:
+        host.stop_event.set()
+        serving.join(10)
