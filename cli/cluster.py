@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from typing import Any
@@ -21,6 +20,7 @@ from draguard.harness.cluster.local import (
     list_clusters,
 )
 from draguard.harness.errors import UsageError
+from draguard.harness.process import interrupt_on_sigterm
 from draguard.reports.console import print_allocation_check, print_cluster_status
 
 __all__ = ["command"]
@@ -83,7 +83,7 @@ def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_c
     cluster = LocalCluster(name, config, bin_dir=bin_dir, die_with_parent=wait, progress=_progress)
     started = time.monotonic()
     # Ctrl-C during start-up must not leave half a cluster behind: up() tears down on any exception.
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     cluster.up()
     _err.print(f"cluster [bold]{name}[/bold] ready in {time.monotonic() - started:.1f}s ({bins.K8S_VERSION})")
     click.echo(str(cluster.kubeconfig))
@@ -123,9 +123,6 @@ def status(name: str, as_json: bool) -> None:
     if not all(s["ready"] for s in st.values()):
         sys.exit(1)
 
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 @command.command("kubeconfig")

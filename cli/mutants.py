@@ -14,14 +14,11 @@ positive or a run in error; 2 an unknown mutant or scenario (the known names are
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import platform
 import shlex
-import signal
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,7 @@ from rich.console import Console
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
 from draguard.harness.driver.mutants import MUTANTS
 from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.process import in_processes
 from draguard.harness.killmatrix import CORRECT, Cell, KillMatrix, plan, run_cell
 from draguard.harness.scenario.loader import load_scenario, load_scenarios
 from draguard.harness.scenario.types import Scenario
@@ -82,11 +80,9 @@ def _about() -> dict[str, dict[str, str]]:
     return {name: {"bug": cls.describe(), "upstream": cls.upstream} for name, cls in sorted(MUTANTS.items())}
 
 
-def _cell_worker(source: str, mutant: str | None, report_dir: str, bin_dir: str | None) -> dict[str, Any]:
+def _cell_worker(source: str, mutant: str | None, report_dir: str, bin_dir: str | None) -> Cell:
     """One cell in a child process (its own runner, control plane and fleet)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    scenario = load_scenario(Path(source))
-    return run_cell(scenario, mutant, Path(report_dir), bin_dir).as_dict()
+    return run_cell(load_scenario(Path(source)), mutant, Path(report_dir), bin_dir)
 
 
 def _machine() -> str:
@@ -108,30 +104,13 @@ def measure_cells(cells: list[tuple[Scenario, str | None]], out: Path, parallel:
     matrix = KillMatrix(measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), machine=_machine(),
                         parallel=parallel, about=_about())
     started = time.monotonic()
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=ctx) as pool:
-        pending: dict[Future[dict[str, Any]], tuple[Scenario, str | None]] = {}
-        queue = list(cells)
-        try:
-            while queue or pending:
-                while queue and len(pending) < parallel:
-                    sc, m = queue.pop(0)
-                    where = out / (m or CORRECT)
-                    pending[pool.submit(_cell_worker, str(sc.source), m, str(where), bin_dir)] = (sc, m)
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    sc, m = pending.pop(fut)
-                    try:
-                        cell = Cell.from_dict(fut.result())
-                    except Exception as exc:  # a worker that died: an error cell, never a pass
-                        cell = Cell(m or CORRECT, sc.name, "error", error=f"worker failed: {exc}", source=str(sc.source))
-                    matrix.cells.append(cell)
-                    if progress:
-                        progress(cell)
-        except KeyboardInterrupt:
-            for fut in pending:
-                fut.cancel()
-            raise
+
+    def failed(i: int, exc: Exception) -> Cell:  # a worker that died: an error cell, never a pass
+        sc, m = cells[i]
+        return Cell(m or CORRECT, sc.name, "error", error=f"worker failed: {exc}", source=str(sc.source))
+
+    jobs = [(str(sc.source), m, str(out / (m or CORRECT)), bin_dir) for sc, m in cells]
+    matrix.cells += in_processes(_cell_worker, jobs, parallel, failed, progress)
     matrix.wall_seconds = time.monotonic() - started
     return matrix
 

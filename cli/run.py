@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from draguard import reports
 from draguard.harness.environment import run_environment
 from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.kube import Kube
+from draguard.harness.process import interrupt_on_sigterm
 from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.driver.external import TEST_DRIVER_NAME
@@ -52,9 +52,6 @@ REPORT_OPTION = click.option(
     help=f"Report format, repeatable or comma-separated: {', '.join(reports.REPORTS.names())} "
          f"(default: {' '.join(reports.DEFAULT_FORMATS)}).")
 
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 @click.command("run")
@@ -190,7 +187,7 @@ def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = No
     With ``retargeting`` each scenario runs against the installed driver, or is reported not
     applicable with the reasons (it is not run then)."""
     chosen = reports.check_formats(formats)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     result = RunResult(run_id="", environment={**run_environment(seed), "started": time.time()})
     progress = RunProgress(_err)
     if parallel > 1:

@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import errno
 import logging
+import multiprocessing
 import os
 import random
 import re
@@ -38,11 +39,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import EXIT_USAGE, DraguardError, HarnessError, UsageError
 
@@ -63,7 +65,11 @@ __all__ = [
     "child_logging",
     "wait_for_signal",
     "stop_on_signals",
+    "interrupt_on_sigterm",
+    "in_processes",
 ]
+
+R = TypeVar("R")
 
 _PR_SET_PDEATHSIG = 1
 
@@ -360,6 +366,50 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def interrupt_on_sigterm() -> None:
+    """From now on SIGTERM ends this process as Ctrl-C does (KeyboardInterrupt), so the same cleanup
+    runs: a runner tears its cluster down and undoes its faults, ``cluster up`` removes half a cluster."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _worker_signals() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupt_on_sigterm()
+
+
+def in_processes(fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], parallel: int,
+                 failed: Callable[[int, Exception], R], done: Callable[[R], None] | None = None) -> list[R]:
+    """``fn(*job)`` for every job, each in a spawned process of its own, ``parallel`` at a time; the
+    results in the order of ``jobs``.
+
+    A job whose process raised or died gives ``failed(index, exception)`` (for the callers, an error
+    result, never a pass); ``done`` sees each result as it comes. In the workers Ctrl-C and SIGTERM
+    are KeyboardInterrupt, so a runner there cleans up; here Ctrl-C cancels the jobs not started.
+    ``fn`` and the jobs must pickle (a module-level function, plain arguments)."""
+    ctx = multiprocessing.get_context("spawn")
+    out: dict[int, R] = {}
+    with ProcessPoolExecutor(max_workers=parallel, mp_context=ctx, initializer=_worker_signals) as pool:
+        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+        try:
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    out[i] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - the caller turns it into an error result
+                    out[i] = failed(i, exc)
+                if done is not None:
+                    done(out[i])
+        except KeyboardInterrupt:
+            for fut in futures:
+                fut.cancel()
+            raise
+    return [out[i] for i in range(len(jobs))]
 
 
 def wait_for_signal() -> None:

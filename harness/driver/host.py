@@ -266,7 +266,7 @@ class _SliceCache:
                     self.synced = True
                 self._ready.set()
                 for etype, obj in self.kube.watch("ResourceSlice", resource_version=rv, field_selector=selector,
-                                                  timeout_seconds=300, stop=self.stop):  # fmt: skip
+                                                  timeout_seconds=60, stop=self.stop):  # fmt: skip
                     if etype in ("ADDED", "MODIFIED", "DELETED"):
                         self._put(etype, obj)
             except Exception as exc:  # the API is away or the watch expired (410): list again
@@ -275,7 +275,8 @@ class _SliceCache:
                     with self._lock:
                         self.synced = False
                     self.stop.wait(1.0)
-            # A watch the server ended (its timeout) is followed by a fresh list: nothing is missed.
+            # The server ends the watch after a minute and a fresh list follows: nothing is missed, and a
+            # connection that hung without an error (a load balancer) is given up within 90 s.
 
 
 class _CachedPublisher(SlicePublisher):

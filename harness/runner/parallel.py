@@ -12,16 +12,14 @@ its devices and judge each other's pods.
 from __future__ import annotations
 
 import importlib
-import multiprocessing
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from typing import Any
 from pathlib import Path
 
 from ..errors import UsageError
+from ..process import in_processes
 from ..result import ScenarioResult
 from ..scenario.types import Scenario
 
@@ -37,9 +35,6 @@ def check_parallel(scenarios: Sequence[Scenario], backend: str | None) -> None:
         if sc.source is None:
             raise UsageError(f"--parallel loads each scenario again from its file; {sc.name} has none")
 
-
-def _interrupted(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _registering_modules() -> list[str]:
@@ -58,8 +53,6 @@ def _worker(source: str, report_dir: str, seed: int | None, bin_dir: str | None,
     from ..scenario.loader import load_scenario
     from .runner import Runner, RunOptions
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _interrupted)
     scenario = load_scenario(Path(source))
     started = time.monotonic()
 
@@ -79,28 +72,12 @@ def run_in_parallel(scenarios: Sequence[Scenario], report_dir: Path, parallel: i
     A worker that dies gives an error result for its scenario, never a pass."""
     check_parallel(scenarios, None)
     modules = _registering_modules()
-    ctx = multiprocessing.get_context("spawn")
-    out: dict[int, tuple[str, ScenarioResult]] = {}
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=ctx) as pool:
-        futures: dict[Future[tuple[str, ScenarioResult]], int] = {
-            pool.submit(_worker, str(sc.source), str(report_dir), seed, bin_dir, modules): i
-            for i, sc in enumerate(scenarios)
-        }
-        try:
-            for fut in as_completed(futures):
-                i = futures[fut]
-                sc = scenarios[i]
-                try:
-                    out[i] = fut.result()
-                except Exception as exc:
-                    out[i] = ("", ScenarioResult(sc.name, str(sc.source), seed if seed is not None else sc.seed,
-                                                 error=f"the process running it failed: {exc!r}",
-                                                 error_kind="HarnessError"))
-                if done is not None:
-                    done(out[i][1])
-        except KeyboardInterrupt:
-            for fut in futures:
-                fut.cancel()
-            raise
-    return [out[i] for i in range(len(scenarios))]
+
+    def failed(i: int, exc: Exception) -> tuple[str, ScenarioResult]:
+        sc = scenarios[i]
+        return ("", ScenarioResult(sc.name, str(sc.source), seed if seed is not None else sc.seed,
+                                   error=f"the process running it failed: {exc!r}", error_kind="HarnessError"))
+
+    jobs = [(str(sc.source), str(report_dir), seed, bin_dir, modules) for sc in scenarios]
+    return in_processes(_worker, jobs, parallel, failed, (lambda r: done(r[1])) if done is not None else None)
 
