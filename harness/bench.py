@@ -60,7 +60,7 @@ def bench_fake_nodes(repeat: int, progress: Progress, count: int = 200, duration
     from .nodes.bench import heartbeat_load
 
     runs = []
-    with LocalCluster(f"bench-nodes-{os.getpid()}") as cluster:
+    with LocalCluster(f"bench-nodes-{os.getpid()}", remove_on_exit=True) as cluster:
         for i in range(repeat):
             runs.append(heartbeat_load(cluster.kube(), count=count, duration=duration))
             progress(f"fake-nodes #{i + 1}: {runs[-1]['cores']} cores, max lease age {runs[-1]['lease_max_age_s']}s")

@@ -192,7 +192,7 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
     runs: list[dict[str, Any]] = []
     fsyncs: list[float] = []
     for i in range(repeat):
-        with LocalCluster(f"bench-drv-{os.getpid()}-{i}", progress=lambda m: None) as cluster, \
+        with LocalCluster(f"bench-drv-{os.getpid()}-{i}", progress=lambda m: None, remove_on_exit=True) as cluster, \
                 tempfile.TemporaryDirectory(prefix="dgd", dir="/tmp") as tmp:  # fmt: skip
             kube = cluster.kube()
             run = uuid.uuid4().hex[:6]

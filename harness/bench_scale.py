@@ -189,7 +189,8 @@ def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, pr
     # None: no flag at all, so each component keeps its upstream default (scheduler 50/100, KCM 20/30).
     config = ClusterConfig(client_qps=qps, client_burst=qps * 2 if qps else None)
     label = (f"{qps}/{qps * 2}" if qps else "upstream defaults") + (", node leases renewed" if leases else "")
-    with LocalCluster(f"bench-cp-{os.getpid()}-{uuid.uuid4().hex[:4]}", config, progress=lambda m: None) as cluster:
+    with LocalCluster(f"bench-cp-{os.getpid()}-{uuid.uuid4().hex[:4]}", config, progress=lambda m: None,
+                      remove_on_exit=True) as cluster:
         kube = cluster.kube()
         run = uuid.uuid4().hex[:6]
         specs = [NodeSpec(f"n{run}-{i}", run_id=run) for i in range(nodes)]
@@ -549,7 +550,7 @@ def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 
 
     runs = []
     for i in range(repeat):
-        with LocalCluster(f"bench-churn-{os.getpid()}-{i}", progress=lambda m: None) as cluster, \
+        with LocalCluster(f"bench-churn-{os.getpid()}-{i}", progress=lambda m: None, remove_on_exit=True) as cluster, \
                 tempfile.TemporaryDirectory(prefix="dgc", dir="/tmp") as tmp:  # fmt: skip
             kube = cluster.kube()
             run = uuid.uuid4().hex[:6]
