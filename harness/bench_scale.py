@@ -262,34 +262,31 @@ class _LeaseAges:
     def _watch(self) -> None:
         """Keep every fleet Lease's renewTime from one list-and-watch: sampling costs no API call (a LIST
         of 500 Leases every 2 s was a tenth of the runner's CPU and load on the API server under test)."""
-        from .nodes.bench import _age
+        from .nodes.bench import _renewed_at
         from .nodes.node import LEASE_NAMESPACE
 
-        def keep(lease: dict[str, Any]) -> None:
-            renew = (lease.get("spec") or {}).get("renewTime")
-            if lease["metadata"]["name"].startswith(self.prefix) and renew:
-                self.renewed[lease["metadata"]["name"]] = time.time() - _age(renew)
+        def event(etype: str, lease: dict[str, Any]) -> None:
+            name, renew = lease["metadata"]["name"], (lease.get("spec") or {}).get("renewTime")
+            if etype == "DELETED":
+                self.renewed.pop(name, None)
+            elif name.startswith(self.prefix) and renew:
+                self.renewed[name] = _renewed_at(renew)
+
+        def listed(items: list[dict[str, Any]]) -> None:
+            self.renewed.clear()
+            for lease in items:
+                event("ADDED", lease)
+            self.live = True
+
+        def lost(exc: Exception) -> None:
+            self.live = False  # what the watch missed meanwhile would read as ages that never were
 
         while not self.stop.is_set():
             kube = self.runner.live_kube()
             if kube is None:
                 self.stop.wait(0.5)
                 continue
-            try:
-                items, rv = kube.list("Lease", LEASE_NAMESPACE)
-                self.renewed.clear()
-                for lease in items:
-                    keep(lease)
-                self.live = True
-                for etype, lease in kube.watch("Lease", LEASE_NAMESPACE, resource_version=rv, stop=self.stop):
-                    if etype in ("ADDED", "MODIFIED"):
-                        keep(lease)
-                    elif etype == "DELETED":
-                        self.renewed.pop(lease["metadata"]["name"], None)
-            except Exception:  # noqa: BLE001 - the cluster is going away at teardown, or a relist is due
-                self.stop.wait(0.5)
-            finally:
-                self.live = False  # what the watch missed meanwhile would read as ages that never were
+            kube.list_watch("Lease", listed, event, self.stop, namespace=LEASE_NAMESPACE, on_error=lost)
 
     def _loop(self) -> None:
         while not self.stop.wait(self.interval):

@@ -335,7 +335,7 @@ class Kube:
         """Yield ``(type, object)`` watch events, bookmarks included, until the server ends the watch.
 
         Raises :class:`ApiError` with status 410 when ``resource_version`` is too old; callers
-        (see :mod:`draguard.harness.informer`) re-list then.
+        (see :meth:`list_watch`, the runner's observer) re-list then.
         """
         k = kind_of(kind)
         query = {
@@ -385,6 +385,36 @@ class Kube:
             raise HarnessError(f"watch {path}: connection lost: {exc}") from exc
         finally:
             resp.release_conn()
+
+    def list_watch(
+        self,
+        kind: str | Kind,
+        on_list: Callable[[builtins.list[Obj]], None],
+        on_event: Callable[[str, Obj], None],
+        stop: threading.Event,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 60,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        """Until ``stop``: list (``on_list`` gets every item), then watch from the list's resourceVersion
+        (``on_event`` gets each ADDED, MODIFIED and DELETED); when the watch ends (the server's timeout, a
+        410, a lost connection) list again, so nothing is missed. An error goes to ``on_error``, then a
+        second's pause. A connection that hangs without an error is given up after ``timeout_seconds`` + 30."""
+        while not stop.is_set():
+            try:
+                items, rv = self.list(kind, namespace, field_selector=field_selector)
+                on_list(items)
+                for etype, obj in self.watch(kind, namespace, resource_version=rv, field_selector=field_selector,
+                                             timeout_seconds=timeout_seconds, stop=stop):  # fmt: skip
+                    if etype in ("ADDED", "MODIFIED", "DELETED"):
+                        on_event(etype, obj)
+            except Exception as exc:  # noqa: BLE001 - reported to the caller; list again
+                if stop.is_set():
+                    return
+                if on_error is not None:
+                    on_error(exc)
+                stop.wait(1.0)
 
     def create_namespace(
         self, name: str, labels: Mapping[str, str] | None = None, timeout: float = 30.0, wait: bool = True

@@ -252,31 +252,26 @@ class _SliceCache:
                 self._by_node.setdefault(node, {})[name] = obj
             self._dirty.add(node)
 
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._dirty |= set(self._by_node)
+            self._by_node = {}
+            for item in items:
+                self._by_node.setdefault(str(item["spec"].get("nodeName")), {})[item["metadata"]["name"]] = item
+            self._dirty |= set(self._by_node)
+            self.synced = True
+        self._ready.set()
+
+    def _lost(self, exc: Exception) -> None:
+        log.warning("ResourceSlice watch ended: %s; listing again", exc)
+        with self._lock:
+            self.synced = False
+
     def _run(self) -> None:
-        selector = f"spec.driver={self.driver}"
-        while not self.stop.is_set():
-            try:
-                items, rv = self.kube.list("ResourceSlice", field_selector=selector)
-                with self._lock:
-                    self._dirty |= set(self._by_node)
-                    self._by_node = {}
-                    for item in items:
-                        self._by_node.setdefault(str(item["spec"].get("nodeName")), {})[item["metadata"]["name"]] = item
-                    self._dirty |= set(self._by_node)
-                    self.synced = True
-                self._ready.set()
-                for etype, obj in self.kube.watch("ResourceSlice", resource_version=rv, field_selector=selector,
-                                                  timeout_seconds=60, stop=self.stop):  # fmt: skip
-                    if etype in ("ADDED", "MODIFIED", "DELETED"):
-                        self._put(etype, obj)
-            except Exception as exc:  # the API is away or the watch expired (410): list again
-                if not self.stop.is_set():
-                    log.warning("ResourceSlice watch ended: %s; listing again", exc)
-                    with self._lock:
-                        self.synced = False
-                    self.stop.wait(1.0)
-            # The server ends the watch after a minute and a fresh list follows: nothing is missed, and a
-            # connection that hung without an error (a load balancer) is given up within 90 s.
+        # The server ends the watch after a minute and a fresh list follows (a connection that hung
+        # without an error, behind a load balancer, is given up within 90 s).
+        self.kube.list_watch("ResourceSlice", self._listed, self._put, self.stop,
+                             field_selector=f"spec.driver={self.driver}", on_error=self._lost)  # fmt: skip
 
 
 class _CachedPublisher(SlicePublisher):
@@ -287,7 +282,7 @@ class _CachedPublisher(SlicePublisher):
         self.host = host
 
     def existing(self) -> list[dict[str, Any]]:
-        cached = self.host.slices.existing(self.node) if self.host.slices is not None else None
+        cached = self.host.slices.existing(self.node)
         return super().existing() if cached is None else cached
 
 
@@ -323,7 +318,7 @@ class DriverHost:
         self.cleanup_interval = cleanup_interval
         self.executor = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dra")
         self.stop_event = threading.Event()
-        self.slices: _SliceCache | None = None
+        self.slices = _SliceCache(kube, driver, self.stop_event)
         self.nodes: dict[str, _Node] = {}
         inventories: dict[tuple[str | None, int | None], Any] = {}
         for spec in nodes:
@@ -386,7 +381,6 @@ class DriverHost:
         """Start every node's servers, publish every node's slices, open the control socket."""
         for node in self.nodes.values():
             node.start()
-        self.slices = _SliceCache(self.kube, self.driver, self.stop_event)
         self.slices.start()
         self.slices.take_dirty()  # every node is verified just below
         with futures.ThreadPoolExecutor(parallel, thread_name_prefix="publish") as pool:
@@ -402,7 +396,7 @@ class DriverHost:
                 every = time.monotonic() >= next_verify
                 if every:
                     next_verify = time.monotonic() + self.verify_every
-                changed = self.slices.take_dirty() if self.slices is not None else set()
+                changed = self.slices.take_dirty()
                 for node in list(self.nodes.values()):
                     node.sync(every or node.name in changed)
         finally:

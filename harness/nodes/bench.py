@@ -23,9 +23,13 @@ from .node import LEASE_NAMESPACE, NodeSpec
 __all__ = ["heartbeat_load"]
 
 
+def _renewed_at(renew_time: str) -> float:
+    """A Lease's renewTime (RFC 3339 with microseconds) as seconds since the epoch."""
+    return datetime.strptime(renew_time.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
 def _age(renew_time: str) -> float:
-    ts = datetime.strptime(renew_time.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
-    return time.time() - ts.timestamp()
+    return time.time() - _renewed_at(renew_time)
 
 
 def heartbeat_load(
