@@ -87,6 +87,8 @@ class _Usage:
         self.me = psutil.Process(os.getpid())
         self.interval = interval
         self.cpu: dict[int, float] = {}
+        self.roles: dict[int, str] = {}
+        self.series: list[tuple[float, dict[str, float]]] = []
         self.peak_rss = 0
         self.stop = threading.Event()
         self.started = time.monotonic()
@@ -109,13 +111,36 @@ class _Usage:
             for p in self._ours():
                 try:
                     t = p.cpu_times()
-                    self.cpu[p.pid] = t.user + t.system + getattr(t, "children_user", 0) * 0
+                    self.cpu[p.pid] = t.user + t.system
+                    if p.pid not in self.roles:
+                        self.roles[p.pid] = _role(p, self.me)
                     rss += p.memory_info().rss
                 except self.psutil.Error:
                     continue
             self.peak_rss = max(self.peak_rss, rss)
+            self.series.append((time.monotonic(), self._by_role()))
             if self.stop.wait(self.interval):
                 return
+
+    def _by_role(self) -> dict[str, float]:
+        by_role: dict[str, float] = {}
+        for pid, v in list(self.cpu.items()):
+            role = self.roles.get(pid, "other")
+            by_role[role] = by_role.get(role, 0.0) + v - self.base.get(pid, 0.0)
+        return by_role
+
+    def window(self, start: float, end: float) -> dict[str, Any] | None:
+        """The harness's share of the machine between two ``time.monotonic()`` instants (the samples
+        nearest inside them), split by process; None when fewer than two samples fall inside."""
+        inside = [(t, cpu) for t, cpu in self.series if start <= t <= end]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        (t0, a), (t1, b) = inside[0], inside[-1]
+        used = {role: b[role] - a.get(role, 0.0) for role in b}
+        cores = os.cpu_count() or 1
+        return {"wall_s": round(t1 - t0, 1), "cpu_s": round(sum(used.values()), 2),
+                "machine_share": round(sum(used.values()) / ((t1 - t0) * cores), 3),
+                "machine_share_by_process": {k: round(v / ((t1 - t0) * cores), 3) for k, v in sorted(used.items())}}  # fmt: skip
 
     def __enter__(self) -> _Usage:
         self.base = {p.pid: sum(p.cpu_times()[:2]) for p in self._ours()}
@@ -129,11 +154,27 @@ class _Usage:
         self.wall = time.monotonic() - self.started
 
     def result(self) -> dict[str, Any]:
-        cpu = sum(v - self.base.get(pid, 0.0) for pid, v in self.cpu.items())
+        by_role = self._by_role()
+        cpu = sum(by_role.values())
         cores = os.cpu_count() or 1
         return {"cpu_s": round(cpu, 2), "wall_s": round(self.wall, 2),
                 "machine_share": round(cpu / (self.wall * cores), 3) if self.wall else None,
+                "cpu_s_by_process": {k: round(v, 2) for k, v in sorted(by_role.items())},
                 "peak_rss_mib": round(self.peak_rss / 2**20, 1)}  # fmt: skip
+
+
+_ROLES = (("draguard.harness.nodes.main", "fake nodes"), ("draguard.harness.driver.main", "fake driver"))
+
+
+def _role(proc: Any, me: Any) -> str:
+    """Which part of the harness a process is (the CPU split in the result): the runner is this process."""
+    if proc.pid == me.pid:
+        return "runner"
+    try:
+        cmdline = " ".join(proc.cmdline())
+    except Exception:  # noqa: BLE001 - gone or hidden: counted, not named
+        return "other"
+    return next((role for module, role in _ROLES if module in cmdline), "other")
 
 
 def _pod(name: str, namespace: str, run: str, template: str) -> Obj:
@@ -339,6 +380,7 @@ spec:
         with _LeaseAges(runner, "n-") as leases:
             result = runner.run()
         timeline = list(result.timeline.events()) if result.timeline is not None else []
+        started = runner.timeline.start
     scheduled: dict[str, float] = {}
     running: dict[str, float] = {}
     phases = {}
@@ -362,10 +404,13 @@ spec:
            "ok": result.ok, "error": result.error, "wall_s": round(result.duration, 1),
            "phases": {k: v for k, v in phases.items()
                       if any(w in k for w in ("deployed", "published", "gone", "settle", "cleanup"))},
-           "harness_overhead": usage.result()}  # fmt: skip
+           "harness_overhead": usage.result(),
+           # From the first pod scheduled to the last Running: the work itself, without the fleet's start and the clean-up.
+           "harness_overhead_while_scheduling": usage.window(started + min(scheduled.values()), started + max(running.values()))
+           if scheduled and running else None}  # fmt: skip
     progress(f"dra-throughput draguard: {out['scheduled_per_s']} scheduled/s, {out['running_per_s']} Running/s "
              f"({out['running']}/{pods} Running), prepare lag {out['prepare_lag_s']}, lease age {out['lease_age']}, "
-             f"overhead {out['harness_overhead']}")
+             f"overhead {out['harness_overhead']}, while scheduling {out['harness_overhead_while_scheduling']}")
     return out
 
 
@@ -441,6 +486,8 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
         "draguard_over_control_plane_median": med(lambda r: r["draguard_over_control_plane"]),
         "draguard_over_scheduler_perf_median": med(lambda r: r["draguard_over_scheduler_perf"]),
         "harness_machine_share_median": med(lambda r: r["draguard"]["harness_overhead"]["machine_share"]),
+        "harness_machine_share_while_scheduling_median": med(
+            lambda r: (r["draguard"].get("harness_overhead_while_scheduling") or {}).get("machine_share")),
         "harness_peak_rss_mib_median": med(lambda r: r["draguard"]["harness_overhead"]["peak_rss_mib"]),
         "prepare_lag_p99_s_median": med(lambda r: (r["draguard"]["prepare_lag_s"] or {}).get("p99")),
         "lease_age_max_s_median": med(lambda r: r["draguard"]["lease_age"]["max_s"]),

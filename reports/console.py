@@ -189,7 +189,7 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                           f"Lease renewals: {r.get('control_plane_with_leases_median')}); {perf_text}; "
                           f"draguard/alone {r['draguard_over_control_plane_median']}; Running/s "
                           f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
-                          f"machine, peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "
+                          f"machine ({r.get('harness_machine_share_while_scheduling_median')} while scheduling), peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "
                           f"{r.get('prepare_lag_p99_s_median')} s, lease age max {r.get('lease_age_max_s_median')} s")  # fmt: skip
         elif name == "library-wall":
             detail = f"{r['scenarios']} scenario(s), {r['mode']}"

@@ -26,7 +26,14 @@ def test_dra_throughput_at_its_smallest(tmp_path: Path) -> None:
     assert sample["control_plane_raised_limits"]["scheduled"] == 12
     assert sample["control_plane_with_leases"]["scheduled"] == 12
     assert sample["draguard"]["running"] == 12 and sample["draguard"]["ok"], sample["draguard"]
-    assert sample["draguard"]["harness_overhead"]["peak_rss_mib"] > 0
+    overhead = sample["draguard"]["harness_overhead"]
+    assert overhead["peak_rss_mib"] > 0
+    # The CPU is split by process: the runner (this process), the fake nodes and the fake driver host all worked.
+    assert {"runner", "fake nodes", "fake driver"} <= set(overhead["cpu_s_by_process"]), overhead
+    assert all(v > 0 for k, v in overhead["cpu_s_by_process"].items() if k != "other"), overhead
+    assert sum(overhead["cpu_s_by_process"].values()) == pytest.approx(overhead["cpu_s"], abs=0.05)
+    window = sample["draguard"]["harness_overhead_while_scheduling"]
+    assert window is None or 0 < window["wall_s"] <= overhead["wall_s"], window  # 12 pods may take under 2 samples
     assert sample["draguard"]["prepare_lag_s"]["n"] == 12 and sample["draguard"]["prepare_lag_s"]["max"] > 0
     assert sample["draguard"]["delete_all_s"] is not None
     assert r["upstream_threshold_pods_per_s"] == 56.0  # v1.37.2's 5000pods_500nodes threshold
@@ -61,3 +68,16 @@ def test_driver_calls_at_its_smallest(tmp_path: Path) -> None:
     # the comparison says what each driver did per call, and the fake ran without the modelled reset wait
     assert r["fake_reset_ms"] == 0 and "modelled reset wait 0 ms" in r["per_call"]["fake (driver host)"]
     assert set(r["per_call"]) == set(sample) and r["fsync_ms_median"] > 0
+
+
+def test_the_share_while_scheduling_is_read_between_two_samples() -> None:
+    from draguard.harness.bench_scale import _Usage
+
+    usage = _Usage()
+    usage.series = [(10.0, {"runner": 1.0}), (11.0, {"runner": 1.5, "fake nodes": 0.5}),
+                    (13.0, {"runner": 2.5, "fake nodes": 1.5}), (20.0, {"runner": 9.0, "fake nodes": 9.0})]  # fmt: skip
+    window = usage.window(10.5, 14.0)
+    cores = __import__("os").cpu_count()
+    assert window is not None and window["wall_s"] == 2.0 and window["cpu_s"] == 2.0
+    assert window["machine_share_by_process"] == {"fake nodes": round(1.0 / (2 * cores), 3), "runner": round(1.0 / (2 * cores), 3)}
+    assert usage.window(14.0, 19.0) is None  # no sample inside: no figure, not a zero

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +70,53 @@ def test_a_removed_registration_socket_deregisters_the_plugin(root: Path) -> Non
     with ThreadPoolExecutor(1) as pool:
         plugins.scan(pool.submit)
     assert plugins.client(DRIVER) is None
+
+
+def _age(directory: Path, seconds: float) -> None:
+    """Date the directory's mtime ``seconds`` back, as if nothing had changed in it since."""
+    then = time.time() - seconds
+    os.utime(directory, (then, then))
+
+
+def test_the_watcher_reads_a_settled_directory_only_when_its_mtime_moves(root: Path) -> None:
+    from draguard.harness.nodes.plugins import PluginWatcher
+
+    dirs = NodeDirs(root, "n1").create()
+    plugins = NodePlugins("n1", dirs.registry, call_timeout=5.0)
+    with ThreadPoolExecutor(2) as pool:
+        watcher = PluginWatcher(pool)
+        watcher.add(plugins)
+        _age(dirs.registry, 5)
+        watcher.scan_once()
+        assert plugins.unchanged()  # settled and unchanged: the next scans cost one stat
+        with StubPlugin(root, "n1") as plugin:  # its socket moves the directory's mtime: read again at once
+            assert not plugins.unchanged()
+            deadline = time.monotonic() + 5
+            while plugins.drivers() != [DRIVER]:
+                assert time.monotonic() < deadline, "the new socket was never registered"
+                watcher.scan_once()
+                time.sleep(0.05)
+            assert plugin.registrations == [(True, "")]
+            # Read just after it changed (mtime under SETTLED_AFTER old): that scan vouches for nothing,
+            # since a change in the same clock tick would leave the mtime as it was.
+            assert not plugins.unchanged()
+            _age(dirs.registry, 5)
+            watcher.scan_once()
+            assert plugins.unchanged()
+        # The plugin stopped: its socket went, so did the directory's mtime; deregistered on the next scan.
+        assert not plugins.unchanged()
+        watcher.scan_once()
+        assert plugins.client(DRIVER) is None
+
+
+def test_a_failed_registration_is_retried_although_the_directory_did_not_change(root: Path) -> None:
+    with StubPlugin(root, "n1", plugin_type="CSIPlugin"):
+        dirs = NodeDirs(root, "n1")
+        plugins = NodePlugins("n1", dirs.registry)
+        _age(dirs.registry, 5)
+        with ThreadPoolExecutor(1) as pool:
+            plugins.scan(pool.submit)
+        assert plugins.drivers() == [] and not plugins.unchanged()  # a retry is due in RETRY_FAILED_AFTER
 
 
 def test_one_prepare_call_per_driver_carries_all_claims_of_the_pod(root: Path) -> None:
