@@ -2,10 +2,11 @@
 
 The official ``kubernetes`` package reads the kubeconfig (tokens, certificates, exec plugins) and
 builds the urllib3 pool that watches use; calls go over kept ``http.client`` connections where the
-kubeconfig allows (:class:`_Connections`: about 40% less client CPU per call). This module adds a typed
-table of the kinds draguard touches and generic verbs (get, list, create, patch, delete, watch) on them. Objects stay dicts: turning every
-watch event into a generated model costs over ten times as much as ``json.loads`` (see
-shared/reference/python-stack.md), and draguard reads a few fields of many objects.
+kubeconfig allows (:class:`_Connections`: about 40% less client CPU per call). This module adds a
+typed table of the kinds draguard touches and generic verbs (get, list, create, patch, delete,
+watch) on them. Objects stay dicts: turning every watch event into a generated model costs over
+ten times as much as ``json.loads`` (see shared/reference/python-stack.md), and draguard reads a
+few fields of many objects.
 
 Everything that talks to a cluster (backends, fake nodes, fake driver, runner, chaos) goes through
 :class:`Kube`.
@@ -132,7 +133,7 @@ class _Connections:
     """Keep-alive connections to one API server for :meth:`Kube.request`, straight on ``http.client``.
 
     Measured against a local API server (one Lease PATCH, one thread): about 1.8 ms of client CPU per
-    call through the ``kubernetes`` package's urllib3 pool manager, about 0.9 ms here; the fake nodes
+    call through the ``kubernetes`` package's urllib3 pool manager, about 1.1 ms here; the fake nodes
     renew 50 Leases a second at 500 nodes. Used only where the kubeconfig needs nothing urllib3 adds
     (:meth:`usable`: no proxy, no overridden TLS host name, no socket options); watches stay on urllib3.
     A connection serves one call at a time; idle ones are kept (up to ``maxsize``) and checked before
@@ -216,8 +217,12 @@ class Kube:
         self.configuration = configuration
         self._api = ApiClient(configuration)
         self._pool = self._api.rest_client.pool_manager
-        self._connections = (_Connections(configuration, configuration.connection_pool_maxsize)
-                             if _Connections.usable(configuration) else None)  # fmt: skip
+        self._connections: _Connections | None = None
+        if _Connections.usable(configuration):
+            try:
+                self._connections = _Connections(configuration, configuration.connection_pool_maxsize)
+            except (OSError, ValueError):  # unreadable certificates: urllib3 reports them on the first call, as before
+                self._connections = None
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path | None = None, context: str | None = None, pool_size: int = 0) -> Kube:

@@ -115,6 +115,10 @@ def test_a_kubeconfig_with_a_proxy_or_tls_overrides_keeps_the_urllib3_pool() -> 
             setattr(cfg, k, v)
         assert not _Connections.usable(cfg), change
         assert Kube(cfg)._connections is None
+    # Certificates it cannot read: no error building the client (urllib3 reports them on the first call, as before).
+    broken = Configuration(host="https://127.0.0.1:6443")
+    broken.cert_file, broken.key_file = "/nonexistent/client.crt", "/nonexistent/client.key"
+    assert _Connections.usable(broken) and Kube(broken)._connections is None
 
 
 def test_a_kept_connection_is_reused_when_its_descriptor_is_past_1024(draguard_cluster) -> None:  # type: ignore[no-untyped-def]
