@@ -180,6 +180,8 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                           f"typed models {r['ratio_typed_over_plain']}x slower than plain JSON")  # fmt: skip
         elif name == "dra-throughput":
             perf = r.get("scheduler_perf_median")
+            share = r.get("harness_machine_share_while_scheduling_median")  # results before it was measured lack it
+            while_scheduling = f" ({share} while scheduling)" if share is not None else ""
             perf_text = (f"upstream scheduler_perf {perf} (draguard/scheduler_perf {r.get('draguard_over_scheduler_perf_median')})"
                          if perf is not None else f"upstream scheduler_perf not run: {r.get('upstream_scheduler_perf')}")
             table.add_row(name, str(r["median"]), "pods/s scheduled",
@@ -189,7 +191,7 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                           f"Lease renewals: {r.get('control_plane_with_leases_median')}); {perf_text}; "
                           f"draguard/alone {r['draguard_over_control_plane_median']}; Running/s "
                           f"{r['draguard_running_per_s_median']}; harness {r['harness_machine_share_median']} of the "
-                          f"machine ({r.get('harness_machine_share_while_scheduling_median')} while scheduling), peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "
+                          f"machine{while_scheduling}, peak {r['harness_peak_rss_mib_median']} MiB; prepare lag p99 "
                           f"{r.get('prepare_lag_p99_s_median')} s, lease age max {r.get('lease_age_max_s_median')} s")  # fmt: skip
         elif name == "library-wall":
             detail = f"{r['scenarios']} scenario(s), {r['mode']}"
