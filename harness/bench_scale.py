@@ -137,10 +137,9 @@ class _Usage:
             return None
         (t0, a), (t1, b) = inside[0], inside[-1]
         used = {role: b[role] - a.get(role, 0.0) for role in b}
-        cores = os.cpu_count() or 1
         return {"wall_s": round(t1 - t0, 1), "cpu_s": round(sum(used.values()), 2),
-                "machine_share": round(sum(used.values()) / ((t1 - t0) * cores), 3),
-                "machine_share_by_process": {k: round(v / ((t1 - t0) * cores), 3) for k, v in sorted(used.items())}}  # fmt: skip
+                "machine_share": _share(sum(used.values()), t1 - t0),
+                "machine_share_by_process": {k: _share(v, t1 - t0) for k, v in sorted(used.items())}}  # fmt: skip
 
     def __enter__(self) -> _Usage:
         self.base = {p.pid: sum(p.cpu_times()[:2]) for p in self._ours()}
@@ -156,11 +155,15 @@ class _Usage:
     def result(self) -> dict[str, Any]:
         by_role = self._by_role()
         cpu = sum(by_role.values())
-        cores = os.cpu_count() or 1
         return {"cpu_s": round(cpu, 2), "wall_s": round(self.wall, 2),
-                "machine_share": round(cpu / (self.wall * cores), 3) if self.wall else None,
+                "machine_share": _share(cpu, self.wall) if self.wall else None,
                 "cpu_s_by_process": {k: round(v, 2) for k, v in sorted(by_role.items())},
                 "peak_rss_mib": round(self.peak_rss / 2**20, 1)}  # fmt: skip
+
+
+def _share(cpu_s: float, wall_s: float) -> float:
+    """CPU seconds as a share of the whole machine's over ``wall_s`` (every core counts)."""
+    return round(cpu_s / (wall_s * (os.cpu_count() or 1)), 3)
 
 
 _ROLES = (("draguard.harness.nodes.main", "fake nodes"), ("draguard.harness.driver.main", "fake driver"))

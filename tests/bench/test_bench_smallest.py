@@ -3,6 +3,7 @@ figures themselves are for ``draguard bench``, never asserted as timings here)."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,7 @@ def test_the_share_while_scheduling_is_read_between_two_samples() -> None:
     usage.series = [(10.0, {"runner": 1.0}), (11.0, {"runner": 1.5, "fake nodes": 0.5}),
                     (13.0, {"runner": 2.5, "fake nodes": 1.5}), (20.0, {"runner": 9.0, "fake nodes": 9.0})]  # fmt: skip
     window = usage.window(10.5, 14.0)
-    cores = __import__("os").cpu_count()
+    cores = os.cpu_count()
     assert window is not None and window["wall_s"] == 2.0 and window["cpu_s"] == 2.0
     assert window["machine_share_by_process"] == {"fake nodes": round(1.0 / (2 * cores), 3), "runner": round(1.0 / (2 * cores), 3)}
     assert usage.window(14.0, 19.0) is None  # no sample inside: no figure, not a zero
