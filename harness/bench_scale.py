@@ -659,7 +659,7 @@ def bench_library_wall(repeat: int, progress: Progress, limit: int = 0, parallel
                 per.setdefault(f.stem, []).append(round(time.monotonic() - t, 1))
                 progress(f"library-wall {f.stem}: {per[f.stem][-1]}s ({'ok' if result.ok else 'NOT ok'})")
                 if not result.ok:
-                    not_ok.append(f"{f.stem} (sequential, round {i + 1})")
+                    not_ok.append(f"{f.stem} (sequential, round {i + 1}): {'; '.join(result.shortfalls)}")
         totals.append(time.monotonic() - t0)
         progress(f"library-wall sequential round {i + 1}: {totals[-1]:.1f}s")
         if parallel > 1:
@@ -667,7 +667,8 @@ def bench_library_wall(repeat: int, progress: Progress, limit: int = 0, parallel
                 t0 = time.monotonic()
                 ran = run_in_parallel([load_scenario(f) for f in files], Path(tmp), parallel)
                 parallel_totals.append(time.monotonic() - t0)
-            not_ok.extend(f"{r.name} (parallel {parallel}, round {i + 1})" for _, r in ran if not r.ok)
+            not_ok.extend(f"{r.name} (parallel {parallel}, round {i + 1}): {'; '.join(r.shortfalls)}"
+                          for _, r in ran if not r.ok)
             progress(f"library-wall {parallel} at a time, round {i + 1}: {parallel_totals[-1]:.1f}s")
     out: dict[str, Any] = {
         "unit": "s", "scenarios": len(files), "median": round(statistics.median(totals), 1),

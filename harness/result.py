@@ -281,6 +281,18 @@ class ScenarioResult:
                 and all(e.met for e in self.expectation_results))
 
     @property
+    def shortfalls(self) -> list[str]:
+        """What kept this scenario from ``ok``, one line each (empty when ok)."""
+        out = [f"not applicable: {self.not_applicable}"] if self.not_applicable is not None else []
+        if self.error is not None:
+            out.append(f"error: {self.error}")
+        out += [f"{n}: {r.status}, expected {r.expected} ({r.summary})" for n, r in self.invariants.items() if not r.met]
+        out += [f"step {s.name} ({s.fault}): {s.status} {s.detail}".rstrip() for s in self.steps
+                if not (s.status == "ok" or s.optional)]
+        out += [f"{e.kind} {e.rule}: not met {e.detail}".rstrip() for e in self.expectation_results if not e.met]
+        return out
+
+    @property
     def exit_code(self) -> int:
         if self.not_applicable is not None:
             return errors.EXIT_OK  # it did not fail; RunResult.exit_code is 2 when nothing at all was applicable

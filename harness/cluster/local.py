@@ -27,12 +27,14 @@ from ..kube import Kube
 from ..paths import state_dir
 from . import binaries as bins
 from .pki import Pki, write_kubeconfig
-from ..process import Supervised, free_port, kill_pid, pid_alive, port_is_free
+from ..process import Supervised, free_port, kill_pid, last_lines, pid_alive, port_is_free
 
 __all__ = ["LocalCluster", "ClusterConfig", "COMPONENT_ORDER", "clusters_root", "list_clusters"]
 
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 RESTARTABLE = {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "apiserver", "scheduler", "controller-manager"}
+_START_ATTEMPTS = 5
+"""Starts of the scheduler or controller manager in one restart before its exit is reported."""
 _ALIASES = {"apiserver": "kube-apiserver", "scheduler": "kube-scheduler", "controller-manager": "kube-controller-manager"}
 
 # API group versions that features need served, per gate (1.37; see shared/reference/dra-facts.md §5).
@@ -336,10 +338,29 @@ class LocalCluster:
         sup = self.components[component]
         sup.stop()
         sup.restarts += 1
-        sup.start(timeout)
+        deadline = time.monotonic() + timeout
         if component in ("kube-apiserver", "etcd"):
+            sup.start(timeout)
             self._wait_api_ready(timeout)
+        else:
+            self._start_api_client(sup, deadline)
         self._write_state()
+
+    def _start_api_client(self, sup: Supervised, deadline: float) -> None:
+        """Start the scheduler or the controller manager, again while it exits because the API server
+        does not answer (another step restarting it): both read the request-header CA from the API
+        while starting and exit when they cannot (k8s.io/apiserver pkg/server/options/authentication.go,
+        ApplyTo), and the kubelet restarts such a static pod. A component that keeps exiting with the
+        API usable (a bad flag) is reported after a few tries, as the kubelet's back-off would show it."""
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                sup.start(max(deadline - time.monotonic(), 1.0))
+                return
+            except HarnessError:
+                if sup.alive() or attempt == _START_ATTEMPTS or time.monotonic() >= deadline:
+                    raise  # not ready in time, out of tries or out of time: the caller reports it
+            self._wait_api_ready(deadline - time.monotonic())
+            time.sleep(0.5)
 
     def down(self, remove: bool = False) -> None:
         """Stop every component in reverse order; verify that no pid and no port is left."""
@@ -425,6 +446,11 @@ class LocalCluster:
             ),
             "kube-scheduler": lambda: _http_ok(f"https://127.0.0.1:{self.ports['scheduler']}/healthz", insecure=True),
         }[component]
+
+    def dead(self) -> list[str]:
+        """Components started here that are not running now, each with its exit status and last log lines."""
+        return [f"{name} (exit code {sup.returncode}); last lines of {sup.log}:\n{last_lines(sup.log, 5)}"
+                for name, sup in self.components.items() if sup.pid and not sup.alive()]
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Per component: pid, alive, ready."""

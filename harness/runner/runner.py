@@ -578,6 +578,10 @@ class Runner:
         self.log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s"
                  + (f"; calls still in flight: {busy}" if busy else ""))
         self._judge(judged("after-cleanup"))
+        dead = h.cluster.dead() if h.cluster is not None else []
+        if dead:  # every step that stops a component starts it again: one that is down now died on its own
+            raise HarnessError("the local control plane lost " + "; ".join(dead) + "\nwhat the run saw may be the "
+                               "control plane's doing, not the driver's: the scenario is an error, not a verdict")
 
     def _external_states(self) -> tuple[NodeDriverState, ...]:
         """What the upstream test driver holds prepared on each node it runs on for this run, seen from

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,3 +166,42 @@ def test_a_throwaway_cluster_removes_its_directory_on_exit_unless_logs_are_kept(
         (cluster.dir / "logs").mkdir(parents=True)
         cluster.__exit__(None, None, None)  # what leaving `with LocalCluster(...)` does after its components stopped
         assert cluster.dir.exists() is left, name
+
+
+@pytest.mark.cluster
+def test_a_controller_manager_restarted_while_the_api_server_is_down_starts_once_it_is_back(tmp_path: Path) -> None:
+    """control-plane-restarts overlaps an apiserver-restart step with a controller-manager-restart step:
+    the controller manager started while the API server was down, exited (it reads the request-header
+    CA from the API while starting), and nothing released the scenario's claims afterwards."""
+    with LocalCluster("overlap", bin_dir=_real_bin_dir(), base_dir=tmp_path, progress=None) as cluster:
+        api = cluster.components["kube-apiserver"]
+        api.stop()
+        back = threading.Timer(3.0, api.start)
+        back.start()
+        try:
+            cluster.restart("controller-manager")
+        finally:
+            back.join()
+        cm = cluster.components["kube-controller-manager"]
+        assert cm.alive() and cm.ready()
+        starts = cm.log.read_text().count("==== ")
+        assert starts >= 3, f"the first start after the restart should have failed with the API down: {starts} starts"
+
+
+def test_a_component_that_died_is_named_with_its_exit_status_and_log(tmp_path: Path) -> None:
+    """What the runner checks after cleanup: a component down then died on its own (every step that
+    stops one starts it again), and the run is an error naming it rather than a verdict on the driver."""
+    from draguard.harness.process import Supervised
+
+    cluster = LocalCluster("dead", base_dir=tmp_path, progress=None)
+    for name, argv in (("kube-scheduler", ["sh", "-c", "echo 'F1205 lost the API'; exit 3"]), ("etcd", ["sleep", "30"])):
+        sup = Supervised(name, argv, tmp_path / f"{name}.log", ready=lambda: True)
+        sup.start(5)
+        cluster.components[name] = sup
+    cluster.components["kube-scheduler"].wait_exit(5)
+    try:
+        (dead,) = cluster.dead()
+        assert dead.startswith("kube-scheduler (exit code 3)") and "F1205 lost the API" in dead
+    finally:
+        cluster.components["etcd"].stop()
+    assert len(cluster.dead()) == 2  # stopped is down too

@@ -139,3 +139,14 @@ def test_a_check_run_renders_in_every_format_and_an_error_only_run_exits_2(tmp_p
     errored = RunResult("sanity", checks=[CheckResult("sanity.x", "r", "s", "error", "socket gone"), checks[0]])
     assert errored.exit_code == EXIT_USAGE and not errored.ok
     assert RunResult("sanity", checks=[checks[0], checks[2]]).exit_code == EXIT_OK
+
+
+def test_shortfalls_name_what_kept_a_scenario_from_ok() -> None:
+    assert deadlock_result().scenarios[0].shortfalls == []
+    broken = broken_result().scenarios[0]
+    assert [f.split(":")[0] for f in broken.shortfalls] == ["no-leak", "no-double-allocation"]
+    assert "violated, expected hold" in broken.shortfalls[0]
+    s = ScenarioResult("s", None, 1, error="stopped early",
+                       steps=[StepResult("0-x", "driver-restart", 1.0, False, "never fired", status="not-fired"),
+                              StepResult("1-y", "node-down", 2.0, False, "skipped", optional=True, status="error")])
+    assert s.shortfalls == ["error: stopped early", "step 0-x (driver-restart): not-fired never fired"]
