@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import ssl
+import threading
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ __all__ = ["LocalCluster", "ClusterConfig", "COMPONENT_ORDER", "clusters_root", 
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 RESTARTABLE = {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "apiserver", "scheduler", "controller-manager"}
 _START_ATTEMPTS = 5
+_API_CLIENTS = ("kube-scheduler", "kube-controller-manager")
 """Starts of the scheduler or controller manager in one restart before its exit is reported."""
 _ALIASES = {"apiserver": "kube-apiserver", "scheduler": "kube-scheduler", "controller-manager": "kube-controller-manager"}
 
@@ -136,6 +138,12 @@ class LocalCluster:
         self.components: dict[str, Supervised] = {}
         self.ports: dict[str, int] = {}
         self._binaries: bins.Binaries | None = None
+        self._locks = {c: threading.Lock() for c in _API_CLIENTS}
+        """Held while a restart or the keeper stops and starts that component."""
+        self._stop_keeping = threading.Event()
+        self.exits: list[str] = []
+        """Components that exited on their own and were started again by the keeper, with their exit status."""
+        self._keeper: threading.Thread | None = None
 
     # -- paths --------------------------------------------------------------------------------
     @property
@@ -199,7 +207,49 @@ class LocalCluster:
                 raise
             break
         self._write_state()
+        self._stop_keeping.clear()
+        self._keeper = threading.Thread(target=self._keep, name=f"keeper-{self.name}", daemon=True)
+        self._keeper.start()
         return self
+
+    def _keep(self) -> None:
+        """Start the scheduler or the controller manager again when it exits on its own, once the API
+        server answers, as the kubelet restarts a crashed static pod (restartPolicy Always). Both can
+        exit after they serve /healthz: the controller manager exits when the API server goes away
+        while it builds its controllers (controllermanager.go "Error building controllers"), which an
+        apiserver-restart step overlapping a controller-manager-restart step does. Without this, no
+        claim is released for the rest of the run. Back-off doubles from 1 s to 30 s while it fails."""
+        backoff = {c: 1.0 for c in _API_CLIENTS}
+        not_before = {c: 0.0 for c in _API_CLIENTS}
+        while not self._stop_keeping.wait(0.5):
+            for component in _API_CLIENTS:
+                sup = self.components.get(component)
+                if sup is None or sup.alive() or time.monotonic() < not_before[component] or not self._api_answers():
+                    continue
+                with self._locks[component]:
+                    if self._stop_keeping.is_set() or sup.alive():
+                        continue
+                    code = sup.returncode
+                    self.exits.append(f"{component} exited with code {code} at {time.strftime('%H:%M:%S')}; last lines "
+                                      f"of its log:\n{last_lines(sup.log, 3)}")
+                    try:
+                        sup.start(30.0)
+                    except HarnessError as exc:
+                        not_before[component] = time.monotonic() + backoff[component]
+                        backoff[component] = min(backoff[component] * 2, 30.0)
+                        self._say(f"{component} exited (code {code}); starting it again failed: {_first_line(str(exc))}")
+                        continue
+                    sup.restarts += 1
+                    backoff[component] = 1.0
+                    self._write_state()
+                    self._say(f"{component} exited on its own (code {code}); started again, as the kubelet would")
+
+    def _api_answers(self) -> bool:
+        return "apiserver" in self.ports and _http_ok(f"{self.server}/readyz", insecure=True)
+
+    def _say(self, message: str) -> None:
+        if self.progress:
+            self.progress(message)
 
     def _prepare(self) -> None:
         for sub in ("etcd", "logs"):
@@ -336,14 +386,16 @@ class LocalCluster:
         if component not in self.components:
             raise UsageError(f"unknown component {component!r}; components: {', '.join(COMPONENT_ORDER)}")
         sup = self.components[component]
-        sup.stop()
-        sup.restarts += 1
-        deadline = time.monotonic() + timeout
-        if component in ("kube-apiserver", "etcd"):
+        if component not in _API_CLIENTS:
+            sup.stop()
+            sup.restarts += 1
             sup.start(timeout)
             self._wait_api_ready(timeout)
         else:
-            self._start_api_client(sup, deadline)
+            with self._locks[component]:  # the keeper must not start it between the stop and the start
+                sup.stop()
+                sup.restarts += 1
+                self._start_api_client(sup, time.monotonic() + timeout)
         self._write_state()
 
     def _start_api_client(self, sup: Supervised, deadline: float) -> None:
@@ -364,6 +416,12 @@ class LocalCluster:
 
     def down(self, remove: bool = False) -> None:
         """Stop every component in reverse order; verify that no pid and no port is left."""
+        self._stop_keeping.set()
+        for lock in self._locks.values():  # a start the keeper began ends first
+            with lock:
+                pass
+        if self._keeper is not None and self._keeper is not threading.current_thread():
+            self._keeper.join(timeout=5)
         pids = {c: s.pid for c, s in self.components.items() if s.pid}
         if not pids and self.state_file.exists():
             pids = {k: int(v) for k, v in self._read_state().get("pids", {}).items()}

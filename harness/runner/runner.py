@@ -578,6 +578,10 @@ class Runner:
         self.log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s"
                  + (f"; calls still in flight: {busy}" if busy else ""))
         self._judge(judged("after-cleanup"))
+        if h.cluster is not None and h.cluster.exits:  # started again by the cluster's keeper: evidence, not hidden
+            self.result.environment["controlPlaneExits"] = list(h.cluster.exits)
+            self.log("control-plane components exited on their own and were started again: "
+                     + "; ".join(e.splitlines()[0] for e in h.cluster.exits))
         dead = h.cluster.dead() if h.cluster is not None else []
         if dead:  # every step that stops a component starts it again: one that is down now died on its own
             raise HarnessError("the local control plane lost " + "; ".join(dead) + "\nwhat the run saw may be the "
