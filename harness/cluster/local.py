@@ -239,10 +239,10 @@ class LocalCluster:
                         backoff[component] = min(backoff[component] * 2, 30.0)
                         self._say(f"{component} exited (code {code}); starting it again failed: {_first_line(str(exc))}")
                         continue
+                    self._say(f"{component} exited on its own (code {code}); started again, as the kubelet would")
                     sup.restarts += 1
                     backoff[component] = 1.0
                     self._write_state()
-                    self._say(f"{component} exited on its own (code {code}); started again, as the kubelet would")
 
     def _api_answers(self) -> bool:
         return "apiserver" in self.ports and _http_ok(f"{self.server}/readyz", insecure=True)

@@ -218,7 +218,7 @@ def test_a_controller_manager_that_dies_on_its_own_is_started_again_and_recorded
         assert first is not None
         os.killpg(first, signal.SIGKILL)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (cm.pid != first and cm.alive() and cm.ready()):
+        while time.monotonic() < deadline and not (cm.pid != first and cm.ready() and cm.restarts):
             time.sleep(0.2)
         assert cm.pid != first and cm.alive() and cm.ready(), cluster.exits
         assert cluster.dead() == []
