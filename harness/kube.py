@@ -129,6 +129,10 @@ def _readable(sock: Any) -> bool:
     return bool(poller.poll(0))
 
 
+_CLOSED_UNANSWERED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+"""How a kept connection the server closed shows when a call is sent on it before the close is seen."""
+
+
 class _Connections:
     """Keep-alive connections to one API server for :meth:`Kube.request`, straight on ``http.client``.
 
@@ -169,14 +173,27 @@ class _Connections:
         """One call; the answer's status and body. Raises OSError or http.client.HTTPException."""
         parts = urlsplit(url)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        conn = self._take(timeout)
-        try:
-            conn.request(method, target, body=body, headers=dict(headers))
-            resp = conn.getresponse()
-            data = resp.read()
-        except BaseException:
-            conn.close()
-            raise
+        conn, reused = self._take(timeout)
+        while True:
+            sent = False
+            try:
+                conn.request(method, target, body=body, headers=dict(headers))
+                sent = True
+                resp = conn.getresponse()
+                data = resp.read()
+                break
+            except _CLOSED_UNANSWERED:
+                conn.close()
+                # A kept connection the server closed (its idle timeout) just as the call went out. Once
+                # more on a new connection when the call cannot have taken effect twice: it was not
+                # sent whole, or it is a GET; as Go's transport (net/http transport.go,
+                # shouldRetryRequest) and client-go (rest/request.go, GETs on a reset connection) do.
+                if not reused or (sent and method != "GET"):
+                    raise
+                conn, reused = self._new(timeout), False
+            except BaseException:
+                conn.close()
+                raise
         if resp.will_close or not self._put(conn):
             conn.close()
         return resp.status, data
@@ -188,18 +205,21 @@ class _Connections:
             self._idle.append(conn)
             return True
 
-    def _take(self, timeout: float) -> http.client.HTTPConnection:
+    def _take(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection for one call, and whether it was kept from an earlier one."""
         while True:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                break
+                return self._new(timeout), False
             sock = conn.sock
             if sock is not None and not _readable(sock):
                 conn.timeout = timeout
                 sock.settimeout(timeout)
-                return conn
+                return conn, True
             conn.close()  # closed by the server while idle (or data nobody asked for): not reusable
+
+    def _new(self, timeout: float) -> http.client.HTTPConnection:
         if self.https:
             return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
