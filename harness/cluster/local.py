@@ -35,8 +35,9 @@ __all__ = ["LocalCluster", "ClusterConfig", "COMPONENT_ORDER", "clusters_root", 
 COMPONENT_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 RESTARTABLE = {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "apiserver", "scheduler", "controller-manager"}
 _START_ATTEMPTS = 5
-_API_CLIENTS = ("kube-scheduler", "kube-controller-manager")
 """Starts of the scheduler or controller manager in one restart before its exit is reported."""
+_API_CLIENTS = ("kube-scheduler", "kube-controller-manager")
+"""The components the keeper starts again when they exit on their own (clients of the API server)."""
 _ALIASES = {"apiserver": "kube-apiserver", "scheduler": "kube-scheduler", "controller-manager": "kube-controller-manager"}
 
 # API group versions that features need served, per gate (1.37; see shared/reference/dra-facts.md §5).
