@@ -225,7 +225,8 @@ class LocalCluster:
         while not self._stop_keeping.wait(0.5):
             for component in _API_CLIENTS:
                 sup = self.components.get(component)
-                if sup is None or sup.alive() or time.monotonic() < not_before[component] or not self._api_answers():
+                if (sup is None or sup.alive() or time.monotonic() < not_before[component]
+                        or not self._probe_for("kube-apiserver")()):
                     continue
                 with self._locks[component]:
                     if self._stop_keeping.is_set() or sup.alive():
@@ -244,9 +245,6 @@ class LocalCluster:
                     sup.restarts += 1
                     backoff[component] = 1.0
                     self._write_state()
-
-    def _api_answers(self) -> bool:
-        return "apiserver" in self.ports and _http_ok(f"{self.server}/readyz", insecure=True)
 
     def _say(self, message: str) -> None:
         if self.progress:
