@@ -194,10 +194,13 @@ def test_a_component_that_died_is_named_with_its_exit_status_and_log(tmp_path: P
     from draguard.harness.process import Supervised
 
     cluster = LocalCluster("dead", base_dir=tmp_path, progress=None)
-    for name, argv in (("kube-scheduler", ["sh", "-c", "echo 'F1205 lost the API'; exit 3"]), ("etcd", ["sleep", "30"])):
+    gate = tmp_path / "exit-now"  # it exits once started: an exit before the readiness check is a failed start
+    dies = f"echo 'F1205 lost the API'; while [ ! -e {gate} ]; do sleep 0.05; done; exit 3"
+    for name, argv in (("kube-scheduler", ["sh", "-c", dies]), ("etcd", ["sleep", "30"])):
         sup = Supervised(name, argv, tmp_path / f"{name}.log", ready=lambda: True)
         sup.start(5)
         cluster.components[name] = sup
+    gate.touch()
     cluster.components["kube-scheduler"].wait_exit(5)
     try:
         (dead,) = cluster.dead()
