@@ -13,6 +13,7 @@ control) decides that, as a flaky board would.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -48,13 +49,14 @@ class FakeNvml:
     def unhealthy(self) -> dict[str, str]:
         """Devices the hardware reports unhealthy, with its message (what a health check polls every
         second; the truth file is read again only when it changed)."""
-        from ..driver.state import file_stamp
+        from ..driver.state import file_stamp, vouches
 
         stamp = file_stamp(self.truth.path)
         if stamp is None or stamp != self._health_stamp:
+            read_at = time.time()
             self._health = {n: d.health_message or "unhealthy" for n, d in self.truth.read().devices.items()
                             if d.health == "unhealthy"}  # fmt: skip
-            self._health_stamp = stamp
+            self._health_stamp = stamp if vouches((stamp,), read_at) else None
         return dict(self._health)
 
     def reset(self, device: str) -> None:

@@ -39,6 +39,8 @@ __all__ = [
     "atomic_write",
     "sync_dir",
     "file_stamp",
+    "vouches",
+    "STAMP_SETTLED_AFTER",
     "read_checkpoint",
 ]
 
@@ -207,13 +209,28 @@ class Checkpoint:
 
 
 def file_stamp(path: Path) -> tuple[int, int] | None:
-    """(mtime in ns, size) of a file replaced by :func:`atomic_write`; None when it does not exist.
-    A reader that polls keeps what it parsed until the stamp changes."""
+    """(mtime in ns, size) of a file replaced by :func:`atomic_write` (or of a directory); None when it
+    does not exist. A reader that polls keeps what it parsed while the stamp stays the same and
+    :func:`vouches` for it."""
     try:
         st = path.stat()
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size)
+
+
+STAMP_SETTLED_AFTER = 1.0
+"""Seconds a stamp's mtime must lie before a read for that read to vouch for it. File times come from
+a coarse clock (a tick of milliseconds on kernels without fine-grained timestamps), so a rewrite of the
+same size in the tick of a read keeps the stamp, and a reader trusting it would keep stale content
+until the next change, which may never come (the last unprepare of a run)."""
+
+
+def vouches(stamps: tuple[tuple[int, int] | None, ...], read_at: float) -> bool:
+    """Whether a read begun at ``read_at`` (``time.time()``, after taking ``stamps``) may be kept while the
+    stamps stay the same: every mtime lay :data:`STAMP_SETTLED_AFTER` before it, so any later change
+    gets a newer one."""
+    return all(s is None or read_at - s[0] / 1e9 >= STAMP_SETTLED_AFTER for s in stamps)
 
 
 def atomic_write(

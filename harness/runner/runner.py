@@ -103,13 +103,16 @@ class Runner:
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
         self._published: dict[DeviceId, Mapping[str, Any]] = {}
-        self._calls: list[DriverCall] = []
-        self._calls_lock = threading.Lock()
-        """The interposer's records converted so far (see _driver_calls)."""
         """Every device a snapshot saw published, as last published (see Snapshot.published_before)."""
+        self._calls: list[DriverCall] = []
+        """The interposer's records converted so far (see _driver_calls)."""
+        self._calls_lock = threading.Lock()
         self._published_lock = threading.Lock()
         self._judge_lock = threading.Lock()
         self._driver_states: dict[str, tuple[object, NodeDriverState]] = {}
+        self._truths: dict[tuple[Path, str], DeviceTruth] = {}
+        """One reader per node's device truth, kept across snapshots: it parses the file again only when
+        its bytes changed (a new reader each snapshot parsed every node's truth every second)."""
         self._player: TimelinePlayer | None = None
         self._contexts: dict[str, StepContext] = {}
         self._fired: dict[str, int] = {}
@@ -648,7 +651,7 @@ class Runner:
     def _driver_state(self, node: str) -> NodeDriverState:
         """One node's driver books and CDI specs; read again only when the checkpoint or the CDI
         folder changed on disk (judged every second, at 500 nodes)."""
-        from ..driver.state import checkpoint_path, file_stamp
+        from ..driver.state import checkpoint_path, file_stamp, vouches
 
         h = self._h()
         root = h.drivers[node].root
@@ -657,8 +660,10 @@ class Runner:
         cached = self._driver_states.get(node)
         if cached is not None and cached[0] == key:
             return cached[1]
+        read_at = time.time()
         state = self._read_driver_state(node)
-        self._driver_states[node] = (key, state)
+        # Kept only when the stamps vouch for the read: a change in the same clock tick keeps the stamp.
+        self._driver_states[node] = (key if vouches(key, read_at) else None, state)
         return state
 
     def _read_driver_state(self, node: str) -> NodeDriverState:
@@ -684,7 +689,7 @@ class Runner:
 
         out: dict[DeviceId, GpuUsage] = {}
         for node in h.drivers:
-            for d in FakeProbe(DeviceTruth(h.node_root, node)).probe().devices:
+            for d in FakeProbe(self._truth(h.node_root, node)).probe().devices:
                 own = d.memory_used - sum(m.memory_used for m in d.mig_devices)
                 out[DeviceId(h.driver_name, node, d.name)] = GpuUsage(tuple(p.pid for p in d.processes), own)
                 for m in d.mig_devices:
@@ -703,7 +708,7 @@ class Runner:
             for w in self.scenario.workloads
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
-        truth = tuple(DeviceTruth(h.node_root, n).read() for n in h.drivers)
+        truth = tuple(self._truth(h.node_root, n).read() for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
         with self._published_lock:
             published_before = dict(self._published)
@@ -724,6 +729,12 @@ class Runner:
         with self._published_lock:
             self._published.update(snap.devices)
         return snap
+
+    def _truth(self, root: Path, node: str) -> DeviceTruth:
+        reader = self._truths.get((root, node))
+        if reader is None:
+            reader = self._truths.setdefault((root, node), DeviceTruth(root, node))
+        return reader
 
     def _driver_calls(self, h: RunHandles) -> tuple[DriverCall, ...]:
         """The interposer's record so far, timed from the scenario's start (empty without an interposer).
