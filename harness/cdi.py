@@ -345,10 +345,17 @@ def parse_spec(raw: Any, source: str = "<spec>") -> Spec:
 
 def load_spec(path: Path) -> Spec:
     """Read and validate one spec file (``.json`` or ``.yaml``)."""
+    return _parse_text(path, _read_text(path))
+
+
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text()
+        return path.read_text()
     except OSError as exc:
         raise CdiError(f"{path}: cannot read CDI spec: {exc.strerror or exc}") from exc
+
+
+def _parse_text(path: Path, text: str) -> Spec:
     try:
         if path.suffix == ".yaml":
             from ruamel.yaml import YAML
@@ -368,17 +375,35 @@ class Registry:
     defined twice in one directory, it is a conflict and does not resolve.
     """
 
-    def __init__(self, dirs: Sequence[Path]) -> None:
+    def __init__(self, dirs: Sequence[Path], parsed: dict[Path, tuple[str, Spec]] | None = None) -> None:
         self.dirs = [Path(d) for d in dirs]
         self.devices: dict[str, tuple[Spec, ContainerEdits]] = {}
         self.errors: dict[str, str] = {}
         """Spec file -> why it was ignored."""
         self.conflicts: dict[str, list[str]] = {}
         """Qualified device -> the spec files that define it at the same priority."""
+        self._parsed: dict[Path, tuple[str, Spec]] = {} if parsed is None else parsed
+        """Valid specs with the text each was parsed from, which registries over the same directories
+        may share: a file whose text is the same is not parsed and validated again (a fake node reads its
+        CDI directory before every container start). Entries only ever map a text to its own parse, so
+        a registry reading it while another refreshes sees at worst a miss."""
         self.refresh()
 
+    def _load(self, path: Path) -> Spec:
+        text = _read_text(path)
+        before = self._parsed.get(path)
+        if before is not None and before[0] == text:
+            return before[1]
+        spec = _parse_text(path, text)
+        self._parsed[path] = (text, spec)
+        return spec
+
     def refresh(self) -> Registry:
-        self.devices, self.errors, self.conflicts = {}, {}, {}
+        """Read the directories again, as they are now."""
+        devices: dict[str, tuple[Spec, ContainerEdits]] = {}
+        errors: dict[str, str] = {}
+        conflicts: dict[str, list[str]] = {}
+        listed: set[Path] = set()
         for d in self.dirs:
             level: dict[str, tuple[Spec, ContainerEdits]] = {}
             sources: dict[str, list[str]] = {}
@@ -386,12 +411,13 @@ class Registry:
                 paths = sorted(p for p in d.iterdir() if p.suffix in SPEC_EXTENSIONS and not p.name.startswith("."))
             except FileNotFoundError:
                 continue
+            listed.update(paths)
             for p in paths:
                 try:
-                    spec = load_spec(p)
+                    spec = self._load(p)
                 except CdiError as exc:
                     if p.exists():  # a spec removed while we listed is simply gone
-                        self.errors[str(p)] = str(exc)
+                        errors[str(p)] = str(exc)
                     continue
                 for name, edits in spec.devices.items():
                     q = spec.qualified(name)
@@ -399,10 +425,14 @@ class Registry:
                     sources.setdefault(q, []).append(str(p))
             for q, files in sources.items():
                 if len(files) > 1:
-                    self.conflicts[q] = files
+                    conflicts[q] = files
                 else:
-                    self.conflicts.pop(q, None)  # a higher priority directory settles it
-                self.devices[q] = level[q]
+                    conflicts.pop(q, None)  # a higher priority directory settles it
+                devices[q] = level[q]
+        for path in list(self._parsed):  # specs removed since: their parse is not kept
+            if path not in listed and path.parent in self.dirs:
+                self._parsed.pop(path, None)
+        self.devices, self.errors, self.conflicts = devices, errors, conflicts
         return self
 
     def resolve(self, ids: Iterable[str]) -> ContainerEdits:

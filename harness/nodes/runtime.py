@@ -17,9 +17,10 @@ edits hand in. When a pod ends, its containers stop before any unprepare.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from draguard.harness.cdi import CdiError, Registry, UnresolvableDevices
+from draguard.harness.cdi import CdiError, Registry, Spec, UnresolvableDevices
 from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.errors import HarnessError
 from draguard.harness.kube import Obj
@@ -69,6 +70,8 @@ class ContainerRuntime:
     def __init__(self, dirs: NodeDirs) -> None:
         self.dirs = dirs
         self.truth = DeviceTruth(dirs.root, dirs.node)
+        self._cdi_parsed: dict[Path, tuple[str, Spec]] = {}
+        """The node's CDI specs as parsed, shared by the registry read before each pod start."""
 
     def start_pod(self, pod: Obj, prepared: Mapping[str, Sequence[Mapping[str, Any]]],
                   claim_uids: Mapping[str, str]) -> None:  # fmt: skip
@@ -81,7 +84,7 @@ class ContainerRuntime:
         per_container = container_cdi_ids(pod, prepared)
         if not any(per_container.values()):
             return
-        registry = Registry([self.dirs.cdi])
+        registry = Registry([self.dirs.cdi], self._cdi_parsed)
         init = {c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []}
         for container, ids in per_container.items():
             if not ids:

@@ -154,3 +154,27 @@ def test_the_fake_drivers_claim_spec_is_valid_and_resolves_to_its_device_nodes(t
         cdi.write_spec(tmp_path / "bad.json", {**spec, "devices": []})
     assert not (tmp_path / "bad.json").exists(), "an invalid spec is never written"
     assert cdi.remove_spec(path) is True and cdi.remove_spec(path) is False
+
+
+def test_registries_sharing_their_parses_parse_an_unchanged_spec_once_and_see_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake node reads its CDI directory before every container start; what it parsed is kept by
+    text, never by file time, so a rewrite is always seen and a broken or removed spec defines nothing."""
+    calls: list[str] = []
+    real = cdi.parse_spec
+    monkeypatch.setattr(cdi, "parse_spec", lambda raw, source: calls.append(source) or real(raw, source))
+    spec = tmp_path / "vendor.json"
+    spec.write_text(json.dumps(VENDOR_SPEC))
+    parsed: dict[Path, tuple[str, cdi.Spec]] = {}
+    for _ in range(3):
+        assert cdi.Registry([tmp_path], parsed).resolve(["vendor.com/device=0"]).env == ("VENDOR=1", "FOO=VALID_SPEC")
+    assert calls == [str(spec)], "an unchanged spec was parsed again"
+    changed = {**VENDOR_SPEC, "devices": [{"name": "0", "containerEdits": {"env": ["FOO=CHANGED"]}}]}
+    spec.write_text(json.dumps(changed))
+    assert cdi.Registry([tmp_path], parsed).resolve(["vendor.com/device=0"]).env == ("VENDOR=1", "FOO=CHANGED")
+    spec.write_text("{not json")
+    broken = cdi.Registry([tmp_path], parsed)
+    assert broken.devices == {} and str(spec) in broken.errors
+    spec.unlink()
+    assert cdi.Registry([tmp_path], parsed).devices == {} and parsed == {}
