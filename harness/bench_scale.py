@@ -35,7 +35,9 @@
   need: ``TEST_SRCDIR`` for the test API server's cert fixtures (``-trimpath`` hides their path).
 - ``invariant-cost`` (detection latency): the continuous invariants judged on synthetic snapshots
   of growing size; a violation is reported at most one judging interval (1 s) plus one evaluation
-  after it is visible in the watch cache, so p99 detection latency = interval + p99 evaluation.
+  after it is visible in the watch cache, so p99 detection latency = interval + p99 evaluation. Each
+  size is judged twice: every pod Running with its claim allocated, and every pod pending with its
+  template claim not yet in its status (``backlog``: the shape that once made a round pods x claims).
 - ``churn``: ``draguard load`` at a target rate on a local cluster with fake nodes and the driver
   host: achieved rate and p99 time to Running.
 - ``library-wall``: the scenario library's wall time, warm, one scenario after the other.
@@ -502,8 +504,12 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
     }  # fmt: skip
 
 
-def _synthetic(nodes: int, pods: int, devices: int) -> Any:
-    from .invariants import DeviceId, Snapshot
+def _synthetic(nodes: int, pods: int, devices: int, backlog: bool = False) -> Any:
+    """A correct cluster of ``pods`` Running pods, one allocated claim each. ``backlog``: every pod still
+    pending, one gang, its template claim made but not yet named in its status and not allocated (what
+    the checker sees while the scheduler and the resourceclaim controller are behind): a pod's claim is
+    then found by its owner and entry name, which a scan of every claim made pods x claims a round."""
+    from .invariants import DeviceId, Gang, Snapshot
     from .driver.slices import build_slices
     from .driver.topology import generic, resolve
 
@@ -518,6 +524,18 @@ def _synthetic(nodes: int, pods: int, devices: int) -> Any:
         node = f"n-{p % nodes}"
         device = f"gpu-{(p // nodes) % devices}"
         uid = f"uid-{p}"
+        if backlog:
+            pod_objs.append({"kind": "Pod", "metadata": {"name": f"p-{p}", "namespace": "ns", "uid": f"pod-{p}"},
+                             "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]},
+                             "status": {"phase": "Pending"}})  # fmt: skip
+            claims.append({"kind": "ResourceClaim", "metadata": {
+                "name": f"p-{p}-gpu-x", "namespace": "ns", "uid": uid,
+                "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": f"p-{p}", "uid": f"pod-{p}",
+                                     "controller": True}]},
+                "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                    "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}}]}}})  # fmt: skip
+            continue
         pod_objs.append({"kind": "Pod", "metadata": {"name": f"p-{p}", "namespace": "ns", "uid": f"pod-{p}"},
                          "spec": {"nodeName": node, "resourceClaims": [{"name": "gpu"}]},
                          "status": {"phase": "Running", "resourceClaimStatuses": [
@@ -529,8 +547,10 @@ def _synthetic(nodes: int, pods: int, devices: int) -> Any:
                            {"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]}},
                            "reservedFor": [{"resource": "pods", "name": f"p-{p}", "uid": f"pod-{p}"}]}})  # fmt: skip
     inventory = frozenset(DeviceId(DRIVER, f"n-{n}", f"gpu-{d}") for n in range(nodes) for d in range(devices))
+    # The backlog's pods are one gang, as a scenario's workload is (gang-atomic looks up each pod's claims).
+    gangs = (Gang("p", "ns", tuple(f"p-{p}" for p in range(pods)), 1, settled=False),) if backlog else ()
     return Snapshot(time=0.0, pods=tuple(pod_objs), claims=tuple(claims), slices=tuple(slices),
-                    initial_inventory=inventory)  # fmt: skip
+                    initial_inventory=inventory, gangs=gangs)  # fmt: skip
 
 
 def _incremental_round_ms(snap: Any, repeat: int) -> float:
@@ -575,17 +595,28 @@ def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods
         ms = sorted(samples)
         p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
         inc_ms = _incremental_round_ms(snap, repeat)
+        backlog = []
+        for _ in range(repeat):
+            pending = _synthetic(n, min(p, n * devices), devices, backlog=True)
+            t0 = time.perf_counter()
+            found = evaluate(pending, judged("continuously"))
+            backlog.append((time.perf_counter() - t0) * 1000)
+            assert not any(found.values()), found
         out["sizes"].append({"nodes": n, "pods": min(p, n * devices), "devices": n * devices,
                              "median_ms": round(statistics.median(ms), 1), "p99_ms": round(p99, 1),
                              "detection_latency_p99_s": round(1.0 + p99 / 1000, 3), "samples": [round(s, 1) for s in ms],
                              "incremental_1pct_changed_median_ms": inc_ms,
-                             "incremental_detection_latency_s": round(1.0 + inc_ms / 1000, 3)})
+                             "incremental_detection_latency_s": round(1.0 + inc_ms / 1000, 3),
+                             "backlog_median_ms": round(statistics.median(backlog), 1),
+                             "backlog_max_ms": round(max(backlog), 1)})
         progress(f"invariant-cost {n} nodes/{p} pods: {out['sizes'][-1]['median_ms']} ms per evaluation")
     biggest = out["sizes"][-1]
     out.update({"median": biggest["median_ms"], "detection_latency_p99_s": biggest["detection_latency_p99_s"],
                 "incremental_median_ms": biggest["incremental_1pct_changed_median_ms"],
-                "target": "detection p99 under 1 s after the judging interval; evaluation far under the 1 s interval",
-                "met": biggest["p99_ms"] < 500})  # fmt: skip
+                "backlog_median_ms": biggest["backlog_median_ms"],
+                "target": "detection p99 under 1 s after the judging interval; evaluation far under the 1 s interval, "
+                          "also while every pod waits with its claim not yet in its status (backlog)",
+                "met": biggest["p99_ms"] < 500 and biggest["backlog_max_ms"] < 500})  # fmt: skip
     return out
 
 

@@ -16,6 +16,7 @@ def test_invariant_cost_at_its_smallest(tmp_path: Path) -> None:
     (r,) = run_benchmarks(["invariant-cost"], 1, tmp_path, lambda m: None, {"nodes": 2, "pods": 8}).values()
     assert (tmp_path / "invariant-cost.json").exists()
     assert r["sizes"][-1]["pods"] == 8 and r["detection_latency_p99_s"] >= 1.0 and r["machine"]["cpus"]
+    assert r["sizes"][-1]["backlog_median_ms"] >= 0 and "backlog" in r["target"]
 
 
 @pytest.mark.cluster
