@@ -10,6 +10,7 @@ Needs grpcio-tools (the ``dev`` extra). The protos are compiled as if they lived
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import tempfile
@@ -43,6 +44,24 @@ def generate(out: Path) -> None:
                 shutil.copy(pkg / f"{name}{suffix}", out / f"{name}{suffix}")
 
 
+_GENERATOR_STAMPS = (
+    (re.compile(rb"^GRPC_GENERATED_VERSION = '[^']*'$", re.M), b"GRPC_GENERATED_VERSION = <generator>"),
+    (re.compile(rb"^# Protobuf Python Version: .*$", re.M), b"# Protobuf Python Version: <generator>"),
+    (re.compile(rb"(ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.PUBLIC,\s*)\d+,\s*\d+,\s*\d+,"),
+     rb"\1<generator>,"),
+)
+"""Where a stub names the grpcio-tools (and its protoc) that wrote it: the lowest runtime the stub accepts.
+A patch release of grpcio-tools changes only these, so --check compares the stubs without them; the
+committed stamps stay those of the version they were made with (pyproject's lower bounds)."""
+
+
+def comparable(stub: bytes) -> bytes:
+    """A generated stub without the generator's version stamps."""
+    for pattern, replacement in _GENERATOR_STAMPS:
+        stub = pattern.sub(replacement, stub)
+    return stub
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
@@ -56,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}{suffix}"
             for name in PROTOS
             for suffix in SUFFIXES
-            if (Path(tmp) / f"{name}{suffix}").read_bytes() != (HERE / f"{name}{suffix}").read_bytes()
+            if comparable((Path(tmp) / f"{name}{suffix}").read_bytes()) != comparable((HERE / f"{name}{suffix}").read_bytes())
         ]
     if stale:
         print("stale generated stubs (run python -m draguard.harness.grpcapi.regen):", *stale, file=sys.stderr)
