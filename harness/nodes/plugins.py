@@ -21,6 +21,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
+from draguard.harness.driver.state import vouches
 from draguard.harness.grpcapi.plugin import (
     CALL_TIMEOUT,
     PLUGIN_TYPE,
@@ -36,10 +37,6 @@ __all__ = ["NodePlugins", "PluginWatcher"]
 log = logging.getLogger("draguard.nodes")
 
 RETRY_FAILED_AFTER = 5.0
-SETTLED_AFTER = 1.0
-"""Seconds a registry directory's mtime must lie before a scan for that scan to vouch for it: file times
-come from a coarse clock (a tick of milliseconds), so a change in the tick of a scan can keep the mtime
-that scan saw; one older than this by the time of the scan cannot be repeated by a later change."""
 FULL_SCAN_EVERY = 10.0
 """Seconds after which a node's directory is read again even though its mtime says nothing changed."""
 
@@ -80,7 +77,7 @@ class NodePlugins:
 
     def unchanged(self) -> bool:
         """True when the registry directory cannot have changed since the last scan that read it: its inode
-        and mtime are the same, that mtime lay :data:`SETTLED_AFTER` before the scan, no failed registration
+        and mtime are the same, the scan's read vouched for it (:func:`~draguard.harness.driver.state.vouches`), no failed registration
         waits for its retry, and the scan is under :data:`FULL_SCAN_EVERY` old. A socket created, removed or
         re-created (driver restart) changes its directory's mtime. At 500 nodes reading every directory
         twice a second cost a fifth of the fake nodes' idle CPU; one stat per node is what stays."""
@@ -99,7 +96,7 @@ class NodePlugins:
         started = time.time()
         try:  # before reading the entries: a change while they are read makes the next scan read them again
             st = os.stat(self.registry)
-            settled = started - st.st_mtime_ns / 1e9 >= SETTLED_AFTER
+            settled = vouches(((st.st_mtime_ns, st.st_size),), started)
             self._scanned = ((st.st_ino, st.st_mtime_ns), started) if settled else None
         except OSError:
             self._scanned = None

@@ -97,7 +97,7 @@ def test_the_watcher_reads_a_settled_directory_only_when_its_mtime_moves(root: P
                 watcher.scan_once()
                 time.sleep(0.05)
             assert plugin.registrations == [(True, "")]
-            # Read just after it changed (mtime under SETTLED_AFTER old): that scan vouches for nothing,
+            # Read just after it changed (mtime under STAMP_SETTLED_AFTER old): that scan vouches for nothing,
             # since a change in the same clock tick would leave the mtime as it was.
             assert not plugins.unchanged()
             _age(dirs.registry, 5)
