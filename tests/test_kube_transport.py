@@ -88,3 +88,109 @@ def test_a_new_connection_closed_unanswered_is_not_retried() -> None:
         assert s.seen == [(1, "GET /a HTTP/1.1")]
     finally:
         s.sock.close()
+
+
+class _Scripted:
+    """Plain HTTP on 127.0.0.1: reads each request and answers it with the next scripted bytes; after the
+    script, closes. Records (connection number, request head, body)."""
+
+    def __init__(self, answers: list[bytes]) -> None:
+        self.answers = list(answers)
+        self.seen: list[tuple[int, bytes, bytes]] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        n = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            n += 1
+            threading.Thread(target=self._serve, args=(conn, n), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, n: int) -> None:
+        with conn, conn.makefile("rb") as f:
+            while self.answers:
+                head = b""
+                while (line := f.readline()) not in (b"\r\n", b""):
+                    head += line
+                if not head:
+                    return
+                length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                               if h.lower().startswith(b"content-length:")), 0)  # fmt: skip
+                self.seen.append((n, head, f.read(length)))
+                answer = self.answers.pop(0)
+                conn.sendall(answer)
+                if b"Connection: close" in answer or not self.answers:
+                    return
+
+
+def _call(server: _Scripted, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+    return _connections(server.port).request(method, f"http://127.0.0.1:{server.port}/x?a=1", body, {"Accept": "application/json"}, 5)
+
+
+def test_head_and_body_go_out_as_one_request_with_its_length() -> None:
+    s = _Scripted([b"HTTP/1.1 201 Created\r\nContent-Length: 7\r\n\r\n{\"a\":1}"])
+    assert _call(s, "PATCH", b'{"b":2}') == (201, b'{"a":1}')
+    (n, head, body), = s.seen
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "PATCH /x?a=1 HTTP/1.1"
+    assert f"Host: 127.0.0.1:{s.port}" in lines and "Accept: application/json" in lines and "Content-Length: 7" in lines
+    assert body == b'{"b":2}'
+
+
+def test_a_chunked_answer_is_put_together_and_the_connection_kept() -> None:
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n",
+                   b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"])  # fmt: skip
+    conns = _connections(s.port)
+    url = f"http://127.0.0.1:{s.port}/x"
+    assert conns.request("GET", url, None, {}, 5) == (200, b'{"a":1}')
+    assert conns.request("GET", url, None, {}, 5) == (200, b"{}")
+    assert [n for n, _, _ in s.seen] == [1, 1]  # one connection for both
+
+
+def test_an_answer_that_says_close_is_not_kept() -> None:
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+                   b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]"])  # fmt: skip
+    conns = _connections(s.port)
+    url = f"http://127.0.0.1:{s.port}/x"
+    assert conns.request("GET", url, None, {}, 5) == (200, b"{}")
+    assert not conns._idle
+    assert conns.request("GET", url, None, {}, 5) == (200, b"[]")
+    assert [n for n, _, _ in s.seen] == [1, 2]
+
+
+def test_a_body_without_length_ends_with_the_connection() -> None:
+    s = _Scripted([b"HTTP/1.1 500 Internal Server Error\r\n\r\n" + b"x" * 300_000])
+    status, body = _call(s)
+    assert status == 500 and body == b"x" * 300_000
+
+
+def test_an_interim_answer_is_passed_over() -> None:
+    s = _Scripted([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 409 Conflict\r\nContent-Length: 2\r\n\r\n{}"])
+    assert _call(s, "POST", b"{}") == (409, b"{}")
+
+
+def test_a_body_cut_short_is_an_error_not_an_answer() -> None:
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"])
+    with pytest.raises(http.client.IncompleteRead):
+        _call(s)
+
+
+def test_garbage_is_an_error() -> None:
+    s = _Scripted([b"SMTP ready\r\n\r\n"])
+    with pytest.raises(http.client.HTTPException, match="unreadable answer"):
+        _call(s)
+
+
+def test_a_control_character_in_a_header_or_path_is_refused_before_sending() -> None:
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"])
+    conns = _connections(s.port)
+    with pytest.raises(http.client.InvalidURL):
+        conns.request("GET", f"http://127.0.0.1:{s.port}/x HTTP/1.1\x00", None, {}, 5)
+    with pytest.raises(http.client.InvalidURL):
+        conns.request("GET", f"http://127.0.0.1:{s.port}/x", None, {"Authorization": "Bearer a\r\nEvil: 1"}, 5)
+    assert s.seen == []

@@ -95,7 +95,7 @@ def test_api_calls_reuse_kept_connections_and_drop_one_the_server_closed(draguar
     kube.server_version()
     assert connections._idle == kept  # the same connection served the second call
     # A connection the other end closed while idle is readable at once: dropped, the call made on a new one.
-    kept[0].sock.shutdown(socket.SHUT_RDWR)
+    kept[0].shutdown(socket.SHUT_RDWR)
     assert kube.server_version()["gitVersion"] == "v1.37.2"
     assert len(connections._idle) == 1 and connections._idle[0] is not kept[0]
     # Errors still come back as the API server's: a missing object is a 404.
@@ -135,7 +135,7 @@ def test_a_kept_connection_is_reused_when_its_descriptor_is_past_1024(draguard_c
         kube = draguard_cluster.kube()
         kube.server_version()
         (conn,) = kube._connections._idle
-        assert conn.sock.fileno() >= 1024
+        assert conn.fileno() >= 1024
         assert kube.server_version()["gitVersion"] == "v1.37.2"
         assert kube._connections._idle == [conn]
     finally:
