@@ -172,7 +172,7 @@ class _Node:
         plugin = self.plugin
         if plugin is None:
             return
-        unhealthy = {h.device: h.message for h in plugin.health() if not h.healthy}
+        unhealthy = plugin.unhealthy()
         if self.published.get("unhealthy") != unhealthy or verify:
             try:
                 self.publisher.publish(self.inventory, unhealthy)

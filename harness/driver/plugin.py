@@ -547,20 +547,27 @@ class FakeDriver:
                 self.log.warning("stale-claim cleanup of %s failed: %s", ref, exc)
         return cleaned
 
-    def health(self) -> list[DeviceHealth]:
+    def unhealthy(self) -> dict[str, str]:
+        """The devices reported unhealthy now, with the message (what the host's sync loop asks of every
+        node every second: only these, no record for each healthy device)."""
         if self.mutant.silent_health:  # see mutants.SilentHealth: the health check is blind
-            return [DeviceHealth(d.name, True) for d in self.inventory.devices]
-        # What the hardware says (NVML over the node's device truth), then the fault file's declarations.
-        unhealthy = {**self.nvml.unhealthy(), **self.faults.unhealthy()}
+            return {}
+        # What the hardware says (NVML over the node's device truth), then the fault file's declarations,
+        # then a reset that failed here.
+        reported = {**self.nvml.unhealthy(), **self.faults.unhealthy()}
         with self._lock:
-            states = {n: r for n, r in self.cp.devices.items()}
-        out = []
+            failed = {n: r.message or "device reset failed" for n, r in self.cp.devices.items()
+                      if r.state is DeviceState.FAILED}  # fmt: skip
+        if not reported and not failed:
+            return {}
+        out = {}
         for d in self.inventory.devices:
-            rec = states.get(d.name)
-            if d.name in unhealthy:
-                out.append(DeviceHealth(d.name, False, unhealthy[d.name]))
-            elif rec is not None and rec.state is DeviceState.FAILED:
-                out.append(DeviceHealth(d.name, False, rec.message or "device reset failed"))
-            else:
-                out.append(DeviceHealth(d.name, True))
+            message = reported.get(d.name) if d.name in reported else failed.get(d.name)
+            if message is not None:
+                out[d.name] = message
         return out
+
+    def health(self) -> list[DeviceHealth]:
+        unhealthy = self.unhealthy()
+        return [DeviceHealth(d.name, False, unhealthy[d.name]) if d.name in unhealthy else DeviceHealth(d.name, True)
+                for d in self.inventory.devices]  # fmt: skip

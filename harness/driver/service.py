@@ -293,7 +293,7 @@ def _sync(d: Driver, published: dict[str, Any], verify_every: float = 2.0) -> No
     re-created Node has a new uid). Errors are logged once and retried on the next round."""
     if d.publisher is None:
         return
-    unhealthy = {h.device: h.message for h in d.plugin.health() if not h.healthy}
+    unhealthy = d.plugin.unhealthy()
     due = time.monotonic() >= published.get("verify_at", 0.0)
     if published.get("unhealthy") == unhealthy and not due:
         return

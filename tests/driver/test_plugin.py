@@ -304,6 +304,22 @@ def test_health_reports_devices_a_fault_marks_unhealthy(root: Path, store: Claim
     assert [(h.device, h.message) for h in sick] == [("gpu-3", "XID 79")]
 
 
+def test_unhealthy_is_what_health_says_of_the_sick_devices_a_declaration_before_a_failed_reset(
+    root: Path, store: ClaimStore
+) -> None:
+    """The host's sync loop publishes from unhealthy(); the health stream sends health(): one picture."""
+    drv = make_driver(root, store)
+    assert drv.unhealthy() == {}
+    ref = _ref(store, allocated_claim("c1", ["gpu-0", "gpu-1"]))
+    drv.prepare([ref])
+    set_faults(root, NODE, reset_fail={"forever": True, "devices": ["gpu-0", "gpu-1"]})
+    drv.unprepare([ref])
+    set_faults(root, NODE, unhealthy={"devices": ["gpu-1", "gpu-3"], "message": "XID 79"})
+    assert drv.unhealthy() == {"gpu-0": "reset of device gpu-0 failed (injected)", "gpu-1": "XID 79", "gpu-3": "XID 79"}
+    assert {h.device: h.message for h in drv.health() if not h.healthy} == drv.unhealthy()
+    assert {h.device for h in drv.health() if h.healthy} == {d.name for d in drv.inventory.devices} - {"gpu-0", "gpu-1", "gpu-3"}
+
+
 def test_each_checkpoint_write_is_synced_and_the_directory_once_per_call_before_the_reply(
     root: Path, store: ClaimStore, synced_writes: list[tuple[str, Path]]
 ) -> None:
