@@ -412,6 +412,12 @@ class DeviceTruth:
         return self._stop(lambda cid: cid == container_id)
 
     def _stop(self, stops: Callable[[str], bool]) -> list[str]:
+        # Nothing to stop in the truth as last written: no lock, no rewrite. A container is started only
+        # by the one that stops it (the node's runtime, one pod at a time), so none can appear meanwhile;
+        # the fake nodes ask to stop a pod's containers twice (when it is deleted, again once it is gone).
+        if not any(stops(c.id) for rec in self.read().devices.values() for c in rec.containers):
+            return []
+
         def change(draft: _Draft) -> list[str]:
             touched = []
             for name, rec in list(draft.devices.items()):

@@ -19,6 +19,22 @@ def _truth(tmp_path: Path, *names: str, shared: bool = False) -> DeviceTruth:
     return t
 
 
+def test_stopping_a_pod_without_containers_takes_no_lock_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake nodes stop a pod's containers twice (deleted, then gone): the second finds none."""
+    t = _truth(tmp_path, "gpu-0", "gpu-1")
+    t.start_container("pod-a/main", "ns/a", ["claim-a"], ["gpu-0"])
+    t.start_container("pod-b/main", "ns/b", ["claim-b"], ["gpu-1"])
+    assert t.stop_containers("pod-a") == ["gpu-0"]
+    locked = []
+    original = DeviceTruth._locked
+    monkeypatch.setattr(DeviceTruth, "_locked", lambda self: locked.append(1) or original(self))
+    before = t.path.read_bytes()
+    assert t.stop_containers("pod-a") == [] and t.stop_container("pod-x/main") == []
+    assert locked == [] and t.path.read_bytes() == before
+    assert t.stop_containers("pod-b") == ["gpu-1"] and locked == [1], "a pod with containers still stops them"
+    assert t.read().devices["gpu-1"].containers == ()
+
+
 def test_installed_devices_come_from_the_topology_with_their_memory_and_partitions(tmp_path: Path) -> None:
     inv = resolve(preset("a100-mig"), "n1")
     devices = installed_devices(inv)
