@@ -2,8 +2,8 @@
 
 The official ``kubernetes`` package reads the kubeconfig (tokens, certificates, exec plugins) and
 builds the urllib3 pool that watches use; calls go over kept connections of this module's own, their
-answers parsed by ``httptools``, where the kubeconfig allows (:class:`_Connections`: about a quarter
-of the client CPU per call). This module adds a
+answers parsed by ``httptools``, where the kubeconfig allows (:class:`_Connections`: about a third of
+urllib3's client CPU per call). This module adds a
 typed table of the kinds draguard touches and generic verbs (get, list, create, patch, delete,
 watch) on them. Objects stay dicts: turning every watch event into a generated model costs over
 ten times as much as ``json.loads`` (see shared/reference/python-stack.md), and draguard reads a
@@ -178,9 +178,12 @@ _NOT_IN_HEADER = re.compile(r"[\r\n\x00]")
 
 
 def _checked(text: str, what: str, refused: re.Pattern[str] = _NOT_IN_HEADER) -> str:
-    """``text`` unless it holds what would break the request's head (http.client refuses the same)."""
+    """``text`` unless it holds what would break the request's head (http.client refuses the same). A
+    header's value is not repeated in the error: it may be a credential."""
     if refused.search(text):
-        raise http.client.InvalidURL(f"{what} contains a control character or space: {text!r}")
+        if refused is _NOT_IN_TARGET:
+            raise http.client.InvalidURL(f"{what} holds a control character or a space: {text!r}")
+        raise http.client.InvalidURL(f"header {what} holds a line break or NUL")
     return text
 
 
@@ -188,11 +191,11 @@ class _Connections:
     """Keep-alive connections to one API server for :meth:`Kube.request`: plain sockets, TLS from ``ssl``,
     answers parsed by ``httptools`` (llhttp, the parser of Node.js, in C).
 
-    Client CPU per call against a local API server (one Lease PATCH, one thread, over TLS): about 1.8 ms
-    through the ``kubernetes`` package's urllib3 pool manager, 0.9 ms over ``http.client`` (which sends a
-    request's head and body as two TLS records and parses headers with ``email.parser``), 0.4 ms here
-    (head and body in one write). The fake nodes renew 50 Leases a second at 500 nodes and every pod costs
-    the fake nodes and the driver host several calls. Used only where the kubeconfig needs nothing
+    Client CPU per Lease renewal (``Kube.patch``) against a local API server, one thread, over TLS: about
+    1.8 ms through the ``kubernetes`` package's urllib3 pool manager, 0.92 ms over ``http.client`` (which
+    sends a request's head and body as two TLS records and parses headers with ``email.parser``), 0.61 ms
+    here (head and body in one write). The fake nodes renew 50 Leases a second at 500 nodes and every
+    pod costs the fake nodes and the driver host several calls. Used only where the kubeconfig needs nothing
     urllib3 adds (:meth:`usable`: no proxy, no overridden TLS host name, no socket options); watches stay
     on urllib3. A connection serves one call at a time; idle ones are kept (up to ``maxsize``) and checked
     before reuse, as urllib3 does: one the server closed is readable at once, and is dropped."""
