@@ -47,12 +47,6 @@ __all__ = ["NodeAgent", "FakeNodes", "LOST_FILE", "validate_node_name"]
 
 log = logging.getLogger("draguard.nodes")
 
-BOUND_PODS = "spec.nodeName!="
-"""The pods the fake nodes watch: those bound to a node, as a kubelet watches only its own node's
-(``spec.nodeName=<node>``, pkg/kubelet/config/apiserver.go). One agent serves many nodes, so it asks
-for every bound pod and keeps its own nodes'; a pending pod's updates (its claim statuses, the
-scheduler's conditions) never reach it, and a pod shows up (ADDED) once the scheduler binds it."""
-
 LOST_FILE = "lost"
 """A file ``<root>/<node>/lost``: while it exists the node stops heartbeats and pod syncs (node loss)."""
 STATUS_EVERY = 30
@@ -262,7 +256,7 @@ class FakeNodes:
     def _watch_pods(self) -> None:
         while not self._stop.is_set():
             try:
-                items, rv = self.kube.list("Pod", field_selector=BOUND_PODS)
+                items, rv = self.kube.list("Pod")
                 seen = set()
                 for pod in items:
                     if self._accept(pod):
@@ -275,9 +269,7 @@ class FakeNodes:
                     self.queue.add(uid)
                 self._synced.set()
                 while not self._stop.is_set():
-                    events = self.kube.watch("Pod", resource_version=rv, field_selector=BOUND_PODS,
-                                             timeout_seconds=60, stop=self._stop)  # fmt: skip
-                    for etype, obj in events:
+                    for etype, obj in self.kube.watch("Pod", resource_version=rv, timeout_seconds=60, stop=self._stop):
                         rv = obj.get("metadata", {}).get("resourceVersion") or rv
                         if etype == "BOOKMARK":
                             continue
