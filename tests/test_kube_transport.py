@@ -13,13 +13,10 @@ from kubernetes.client import Configuration
 from draguard.harness.kube import _Connections
 
 
-class _Server:
-    """Plain HTTP on 127.0.0.1: answers the first ``answered`` requests of each connection, then reads the
-    next one and closes without an answer, as a server closing an idle connection under a late call does."""
+class _Listening:
+    """Plain HTTP on 127.0.0.1: each connection served by :meth:`_serve` in its own thread, numbered from 1."""
 
-    def __init__(self, answered: int) -> None:
-        self.answered = answered
-        self.seen: list[tuple[int, str]] = []  # (connection number, request line)
+    def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -33,6 +30,19 @@ class _Server:
                 return
             n += 1
             threading.Thread(target=self._serve, args=(conn, n), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, n: int) -> None:
+        raise NotImplementedError
+
+
+class _Server(_Listening):
+    """Answers the first ``answered`` requests of each connection, then reads the next one and closes
+    without an answer, as a server closing an idle connection under a late call does."""
+
+    def __init__(self, answered: int) -> None:
+        self.answered = answered
+        self.seen: list[tuple[int, str]] = []  # (connection number, request line)
+        super().__init__()
 
     def _serve(self, conn: socket.socket, n: int) -> None:
         with conn, conn.makefile("rb") as f:
@@ -90,26 +100,14 @@ def test_a_new_connection_closed_unanswered_is_not_retried() -> None:
         s.sock.close()
 
 
-class _Scripted:
-    """Plain HTTP on 127.0.0.1: reads each request and answers it with the next scripted bytes; after the
-    script, closes. Records (connection number, request head, body)."""
+class _Scripted(_Listening):
+    """Reads each request and answers it with the next scripted bytes; after the script, closes. Records
+    (connection number, request head, body)."""
 
     def __init__(self, answers: list[bytes]) -> None:
         self.answers = list(answers)
         self.seen: list[tuple[int, bytes, bytes]] = []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        n = 0
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            n += 1
-            threading.Thread(target=self._serve, args=(conn, n), daemon=True).start()
+        super().__init__()
 
     def _serve(self, conn: socket.socket, n: int) -> None:
         with conn, conn.makefile("rb") as f:

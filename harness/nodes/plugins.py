@@ -77,8 +77,8 @@ class NodePlugins:
 
     def unchanged(self) -> bool:
         """True when the registry directory cannot have changed since the last scan that read it: its inode
-        and mtime are the same, the scan's read vouched for it (:func:`~draguard.harness.driver.state.vouches`), no failed registration
-        waits for its retry, and the scan is under :data:`FULL_SCAN_EVERY` old. A socket created, removed or
+        and mtime are the same, the scan's read vouched for it (:func:`~draguard.harness.driver.state.vouches`),
+        no failed registration waits for its retry, and the scan is under :data:`FULL_SCAN_EVERY` old. A socket created, removed or
         re-created (driver restart) changes its directory's mtime. At 500 nodes reading every directory
         twice a second cost a fifth of the fake nodes' idle CPU; one stat per node is what stays."""
         scanned = self._scanned
