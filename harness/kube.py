@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import builtins
 import http.client
-import json
 import re
 import select
 import socket
@@ -36,6 +35,7 @@ import urllib3
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 
+from . import jsonfast
 from .errors import HarnessError
 
 __all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj", "RUN_LABEL"]
@@ -381,7 +381,7 @@ class Kube:
         """One API call; returns the decoded JSON answer or raises :class:`ApiError`."""
         headers = {"Accept": "application/json", "Content-Type": content_type}
         url, hdrs = self._serialize(method, path, query, headers)
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else jsonfast.dumps(body)
         try:
             if self._connections is not None:
                 status, raw = self._connections.request(method, url, data, hdrs, timeout)
@@ -394,7 +394,7 @@ class Kube:
             raise HarnessError(f"{method} {path}: cannot reach the API server: {exc}") from exc
         payload: Obj | None
         try:
-            payload = json.loads(raw) if raw else {}
+            payload = jsonfast.loads(raw) if raw else {}
         except ValueError:
             payload = {"message": raw[:200].decode(errors="replace")}
         if status >= 400:
@@ -566,17 +566,19 @@ class Kube:
             raise HarnessError(f"watch {path}: cannot reach the API server: {exc}") from exc
         try:
             if resp.status >= 400:
-                raise ApiError(resp.status, "WATCH", path, json.loads(resp.data or b"{}"))
+                raise ApiError(resp.status, "WATCH", path, jsonfast.loads(resp.data or b"{}"))
             buf = b""
             for chunk in resp.stream(65536, decode_content=True):
                 if stop is not None and stop.is_set():
                     return
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
+                buf = buf + chunk if buf else chunk
+                if b"\n" not in chunk:  # buf held no whole line before this chunk
+                    continue
+                *lines, buf = buf.split(b"\n")  # one pass over the buffer, however many events it holds
+                for line in lines:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = jsonfast.loads(line)
                     etype = event.get("type", "")
                     obj = event.get("object", {})
                     if etype == "ERROR":

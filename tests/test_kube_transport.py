@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import Configuration
 
-from draguard.harness.kube import _Connections
+from draguard.harness.kube import ApiError, Kube, _Connections
 
 
 class _Listening:
@@ -194,3 +195,42 @@ def test_a_control_character_in_a_header_or_path_is_refused_before_sending() -> 
         conns.request("GET", f"http://127.0.0.1:{s.port}/x", None, {"Authorization": "Bearer secret\r\nEvil: 1"}, 5)
     assert "Authorization" in str(refused.value) and "secret" not in str(refused.value)
     assert s.seen == []
+
+
+def _kube(port: int) -> Kube:
+    cfg = Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    return Kube(cfg)
+
+
+def test_watch_events_are_cut_at_newlines_whatever_the_chunks() -> None:
+    """Two events in one chunk, one event over two chunks, blank lines, the last one without its newline:
+    each event comes out once, whole, in order, with kind and apiVersion filled in."""
+    a = b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}'
+    b = b'{"type":"MODIFIED","object":{"metadata":{"name":"b","annotations":{"x":"\xc3\xa9"}}}}'
+    c = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}}'
+    chunks = [a + b"\n" + b[:20], b[20:] + b"\n\n", c, b"\n"]
+    body = b"".join(b"%x\r\n%s\r\n" % (len(x), x) for x in chunks) + b"0\r\n\r\n"
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body])
+    events = list(_kube(s.port).watch("Pod", namespace="ns", timeout_seconds=5))
+    assert [(t, o["metadata"].get("name")) for t, o in events] == [("ADDED", "a"), ("MODIFIED", "b"), ("BOOKMARK", None)]
+    assert events[1][1]["metadata"]["annotations"] == {"x": "é"}
+    assert all(o["kind"] == "Pod" and o["apiVersion"] == "v1" for _, o in events)
+    head = s.seen[0][1].decode()
+    assert head.startswith("GET /api/v1/namespaces/ns/pods?") and "watch=true" in head
+
+
+def test_a_watch_error_event_is_an_api_error() -> None:
+    err = b'{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}\n'
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(err), err)])
+    with pytest.raises(ApiError) as raised:
+        list(_kube(s.port).watch("Pod", timeout_seconds=5))
+    assert raised.value.status == 410
+
+
+def test_a_request_body_goes_out_as_utf8_json_with_its_byte_length() -> None:
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n{\"note\":\"\xc3\xa9t\xc3\xa9\"}"])
+    assert _kube(s.port).request("PATCH", "/api/v1/x", {"note": "été", "n": 2**70}) == {"note": "été"}
+    (_, head, body), = s.seen
+    assert json.loads(body) == {"note": "été", "n": 2**70}
+    assert f"Content-Length: {len(body)}" in head.decode()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import jsonfast
 from ..errors import HarnessError
 
 __all__ = [
@@ -293,7 +293,7 @@ class DeviceTruth:
         if parsed is not None and parsed[0] == raw:  # the same bytes: the same truth (a NodeTruth is never changed)
             return parsed[1]
         try:
-            truth = NodeTruth.from_json(json.loads(raw))
+            truth = NodeTruth.from_json(jsonfast.loads(raw))
         except (ValueError, KeyError, TypeError) as exc:
             raise HarnessError(f"{self.path}: device truth is damaged: {exc}") from exc
         self._parsed = (raw, truth)
@@ -314,8 +314,7 @@ class DeviceTruth:
                 yield draft
                 after = draft.freeze()
                 if after != before or not self.path.exists():
-                    # Compact: json's C encoder serves only indent=None (an indented write cost five times more).
-                    data = json.dumps(after.to_json(), separators=(",", ":")).encode()
+                    data = jsonfast.dumps(after.to_json())  # compact: an indented write cost five times more
                     atomic_write(self.path, data, point="truth", sync="none")
                     self._parsed = (data, after)
             finally:
