@@ -28,6 +28,7 @@ chaos steps (``driver-restart``, ``driver-down``) work unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -36,11 +37,11 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -52,7 +53,7 @@ from ..process import Supervised, claim_socket_path, release_socket_paths, socke
 from .inflight import CallsInFlight
 from .faults import FaultControl
 from .mutants import get_mutant
-from .plugin import FakeDriver, KubeClaims
+from .plugin import DeviceHealth, FakeDriver, KubeClaims
 from .process import FakeDriverProcess
 from .service import _DraServicer, _Health, _Registration
 from .slices import SlicePublisher
@@ -61,6 +62,8 @@ from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolv
 __all__ = ["HostedNode", "DriverHost", "DriverHostProcess", "HostedDriver", "control_socket"]
 
 log = logging.getLogger("draguard.driver.host")
+
+T = TypeVar("T")
 
 
 def control_socket(root: Path) -> Path:
@@ -104,7 +107,7 @@ class _Node:
         self.registration_socket = self.dirs.registration_socket(host.driver)
         self.publisher = _CachedPublisher(host, spec.node)
         self.plugin: FakeDriver | None = None
-        self.server: grpc.Server | None = None
+        self.server: grpc.aio.Server | None = None
         self.stopping = threading.Event()
         self.published: dict[str, Any] = {}
         self.next_cleanup = 0.0
@@ -127,38 +130,46 @@ class _Node:
                                 claims=self.host.claims, mutant=self.mutant, faults=_NodeFaults(plugin_dir, node_log),
                                 reset_seconds=self.host.reset_seconds, log=node_log)  # fmt: skip
             self.stopping = threading.Event()
-            server = grpc.server(self.host.executor)
             calls = CallsInFlight(plugin_dir)
-            for api in DRA_VERSIONS.values():
-                api.grpc.add_DRAPluginServicer_to_server(_CrashSafe(plugin, api, calls, self), server)
-            for api in HEALTH_VERSIONS.values():
-                api.grpc.add_DRAResourceHealthServicer_to_server(
-                    _Health(plugin, self.host.health_interval, self.stopping, api), server
-                )
-            # Registration is served on both sockets too (one server per node keeps the host light);
-            # the node side asks it only on -reg.sock, as the kubelet does.
-            pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(
-                _Registration(self.host.driver, self.dra_socket), server
-            )
             for path in (self.dra_socket, self.registration_socket):
                 path.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    server.add_insecure_port(f"unix://{path}")
-                except RuntimeError as exc:
-                    raise HarnessError(f"{path}: cannot listen: {exc}") from exc
-            server.start()
+
+            async def serve() -> grpc.aio.Server:
+                # Created on the loop that serves it (grpc.aio objects belong to their loop's thread).
+                server = grpc.aio.server(migration_thread_pool=self.host.executor)
+                for api in DRA_VERSIONS.values():
+                    api.grpc.add_DRAPluginServicer_to_server(_CrashSafe(plugin, api, calls, self), server)
+                for api in HEALTH_VERSIONS.values():
+                    api.grpc.add_DRAResourceHealthServicer_to_server(
+                        _AsyncHealth(plugin, self.host.health_interval, self.stopping, api, self.host.executor), server
+                    )
+                # Registration is served on both sockets too (one server per node keeps the host light);
+                # the node side asks it only on -reg.sock, as the kubelet does.
+                pluginregistration_pb2_grpc.add_RegistrationServicer_to_server(
+                    _Registration(self.host.driver, self.dra_socket), server
+                )
+                for path in (self.dra_socket, self.registration_socket):
+                    try:
+                        server.add_insecure_port(f"unix://{path}")
+                    except RuntimeError as exc:
+                        raise HarnessError(f"{path}: cannot listen: {exc}") from exc
+                await server.start()
+                return server
+
+            server = self.host.loop.run(serve())
             self.plugin, self.server = plugin, server
             self.published = {}
             self.next_cleanup = time.monotonic()
             (plugin_dir / "driver.pid").write_text(f"{os.getpid()}\n")
 
     def stop(self, kill: bool = False) -> None:
-        """Stop serving; ``kill``: at once, sockets left behind (SIGKILL), else with a short grace."""
+        """Stop serving; ``kill``: at once (calls in flight fail; the checkpoint stays, as after SIGKILL),
+        else with a short grace. grpc removes the socket files as its server stops, either way."""
         with self.lock:
             server, self.server, self.plugin = self.server, None, None
             self.stopping.set()
             if server is not None:
-                server.stop(0 if kill else 0.5).wait()
+                self.host.loop.run(server.stop(0 if kill else 0.5))
             if not kill:
                 release_socket_paths(self.registration_socket, self.dra_socket)
                 (self.dirs.plugin_dir(self.host.driver) / "driver.pid").unlink(missing_ok=True)
@@ -210,6 +221,53 @@ class _CrashSafe(_DraServicer):
         except NodeCrash:
             self.node.crashed()
             context.abort(grpc.StatusCode.UNAVAILABLE, f"driver on {self.node.name} crashed (injected)")
+
+
+class _AsyncHealth(_Health):
+    """The health stream on the host's event loop: a waiting stream costs no thread (a synchronous
+    generator would hold one of the pool's threads for as long as the kubelet watches), and a
+    cancelled one ends at once. The health check itself (file reads, the driver's lock) runs in the pool."""
+
+    def __init__(self, driver: FakeDriver, interval: float, stop: threading.Event, api: ApiVersion,
+                 pool: futures.Executor) -> None:  # fmt: skip
+        super().__init__(driver, interval, stop, api)
+        self.pool = pool
+
+    async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        loop = asyncio.get_running_loop()
+        last: list[DeviceHealth] | None = None
+        sent_at = 0.0
+        while not self.stop.is_set():
+            current = await loop.run_in_executor(self.pool, self.driver.health)
+            if self._due(current, last, sent_at):
+                yield self._message(current)
+                last, sent_at = current, time.monotonic()
+            await asyncio.sleep(self.interval)
+
+
+class _Loop:
+    """The one asyncio loop, on its own thread, that every hosted node's gRPC server runs on.
+
+    A synchronous ``grpc.server`` polls its own completion queue on its own thread and wakes every
+    200 ms to look for signals (grpcio's ``_serve``): at 500 nodes, 2500 wake-ups a second, about
+    0.067 cores with nothing to do. ``grpc.aio`` servers share one completion queue per process;
+    the handlers stay synchronous and run in the host's thread pool (``migration_thread_pool``).
+    Measured side by side, 500 servers on unix sockets: idle 0.067 -> 0.0007 cores; 4000 calls
+    from 8 client threads, server CPU per call 0.62 -> 0.42 ms.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+        """Run ``coro`` on the loop and wait for its result (never call from the loop's own thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5.0)
 
 
 class _SliceCache:
@@ -333,6 +391,7 @@ class DriverHost:
             claim_socket_path(node.dra_socket)
             claim_socket_path(node.registration_socket)
         self._control: socketserver.ThreadingUnixStreamServer | None = None
+        self.loop = _Loop()  # last: nothing runs until every input was checked
 
     # -- control --------------------------------------------------------------------------------
     def node(self, name: str) -> _Node:
@@ -410,6 +469,7 @@ class DriverHost:
             self._control = None
         for node in self.nodes.values():
             node.stop()
+        self.loop.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -48,7 +48,7 @@ from ..process import check_dns_subdomain, claim_socket_path, release_socket_pat
 from .faults import FaultControl
 from .inflight import CallsInFlight
 from .mutants import get_mutant
-from .plugin import BatchAborted, FakeDriver, KubeClaims
+from .plugin import BatchAborted, DeviceHealth, FakeDriver, KubeClaims
 from .slices import SlicePublisher
 from .topology import DEFAULT_DEVICES, Inventory, generic, load_topology, resolve
 
@@ -137,11 +137,11 @@ class _Health:
         self.stop = stop
         self.pb = api.pb
 
-    def _message(self) -> Any:
+    def _message(self, health: list[DeviceHealth]) -> Any:
         now = int(time.time())
         pb = self.pb
         resp = pb.NodeWatchResourcesResponse()
-        for h in self.driver.health():
+        for h in health:
             resp.devices.add(
                 device=pb.DeviceIdentifier(pool_name=self.driver.node, device_name=h.device),
                 health=pb.HEALTHY if h.healthy else pb.UNHEALTHY,
@@ -151,14 +151,17 @@ class _Health:
             )
         return resp
 
+    def _due(self, current: list[DeviceHealth], last: list[DeviceHealth] | None, sent_at: float) -> bool:
+        """Send on every change, and again now and then so the kubelet's timeout never expires."""
+        return current != last or time.monotonic() - sent_at >= 10 * self.interval
+
     def NodeWatchResources(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        last: list[Any] | None = None
+        last: list[DeviceHealth] | None = None
         sent_at = 0.0
         while not self.stop.is_set() and context.is_active():
             current = self.driver.health()
-            # Send on every change, and again now and then so the kubelet's timeout never expires.
-            if current != last or time.monotonic() - sent_at >= 10 * self.interval:
-                yield self._message()
+            if self._due(current, last, sent_at):
+                yield self._message(current)
                 last, sent_at = current, time.monotonic()
             self.stop.wait(self.interval)
 
