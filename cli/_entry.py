@@ -11,11 +11,13 @@ from __future__ import annotations
 import click
 
 from draguard.harness.errors import EXIT_USAGE, DraguardError
+from draguard.harness.process import tune_gc
 
 __all__ = ["invoke"]
 
 
 def invoke(command: click.Command, argv: list[str] | None, prog_name: str) -> int:
+    tune_gc()
     try:
         result = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:

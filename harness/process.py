@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import gc
 import logging
 import multiprocessing
 import os
@@ -50,6 +51,8 @@ from .errors import EXIT_USAGE, DraguardError, HarnessError, UsageError
 
 __all__ = [
     "Supervised",
+    "tune_gc",
+    "GC_THRESHOLD",
     "spawn",
     "free_port",
     "port_is_free",
@@ -420,9 +423,31 @@ def wait_for_signal() -> None:
             pass
 
 
+GC_THRESHOLD = (50_000, 20, 100)
+"""The cyclic collector's thresholds in draguard's own processes (Python's default: 700, 10, 10)."""
+
+
+def tune_gc() -> None:
+    """Run the cyclic garbage collector far less often in this process (a setting of the user's own,
+    anything but Python's default, is kept).
+
+    draguard's processes hold thousands of decoded API objects (the runner's watch cache and timeline,
+    the fake nodes' pods) and allocate a few hundred objects per watch event, so with the default
+    thresholds a young collection ran every 700 allocations and a full one, walking every object
+    held, every hundred of those. Nothing they keep forms reference cycles that must go soon:
+    plain JSON is freed by reference counting. Measured at 200 nodes x 2000 pods, one run each, the
+    runner spent 2.4 of its 11.1 CPU seconds collecting (13 full collections, 1.8 s); with these
+    thresholds the harness used 37.3 CPU-s instead of 42.2 (runner 10.6 -> 8.6), peak memory 554
+    -> 565 MiB.
+    """
+    if gc.get_threshold() == (700, 10, 10):
+        gc.set_threshold(*GC_THRESHOLD)
+
+
 def child_main(run: Callable[[list[str]], int | None], argv: list[str] | None = None) -> int:
     """Run a child's entry point: a library error is one line on stderr and its exit code (2 for bad
     input), an interrupt 130, as for the ``draguard`` command line (README, exit codes)."""
+    tune_gc()
     try:
         return run(sys.argv[1:] if argv is None else argv) or 0
     except DraguardError as exc:

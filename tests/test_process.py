@@ -4,6 +4,7 @@ command line."""
 
 from __future__ import annotations
 
+import gc
 import re
 import shutil
 import socket
@@ -15,17 +16,21 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from draguard.harness.errors import UsageError
 from draguard.harness.process import (
+    GC_THRESHOLD,
     UNIX_PATH_MAX,
     Supervised,
+    child_main,
     check_dns_subdomain,
     claim_socket_path,
     pid_alive,
     release_socket_paths,
     socket_accepts,
+    tune_gc,
 )
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -121,3 +126,30 @@ def test_the_harness_entry_points_refuse_bad_input_with_one_line_and_exit_2(
     done = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.fixture
+def default_gc() -> Iterator[None]:
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+
+
+def test_child_entry_points_and_the_command_line_collect_cycles_less_often(default_gc: None) -> None:
+    from draguard.cli._entry import invoke
+
+    seen: list[tuple[int, ...]] = []
+    assert child_main(lambda argv: seen.append(gc.get_threshold()) or 0, []) == 0
+    gc.set_threshold(700, 10, 10)
+    command = click.Command("x", callback=lambda: seen.append(gc.get_threshold()))
+    assert invoke(command, [], "x") == 0
+    assert seen == [GC_THRESHOLD, GC_THRESHOLD]
+
+
+def test_a_threshold_the_user_set_is_kept(default_gc: None) -> None:
+    gc.set_threshold(1000, 5, 5)
+    tune_gc()
+    assert gc.get_threshold() == (1000, 5, 5)
