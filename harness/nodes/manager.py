@@ -112,7 +112,9 @@ class DraManager:
                 rec.pods.add(pod_uid)
                 for driver in c.drivers:
                     rec.drivers.setdefault(driver, DriverState())
-            self.checkpoint.save()
+        # Saved with the first driver's "sent" marks, before its call (_prepare_driver): the kubelet too
+        # writes its checkpoint once before the calls and once after (prepareResources in
+        # pkg/kubelet/cm/dra/manager.go). Lost before that save, the references name no call made.
         drivers = sorted({d for c in claims for d in c.drivers})
         for driver in drivers:
             self._prepare_driver(driver, [c for c in claims if driver in c.drivers])
@@ -129,10 +131,10 @@ class DraManager:
                 if not state.prepared or (c.ref.uid, driver) not in self._confirmed:
                     todo.append(c.ref)
                     state.sent = True
+            self.checkpoint.save()  # the pod's references (prepare_pod) and the marks of the calls to come
             if not todo:
                 return
             self._inflight |= {(r.uid, driver) for r in todo}
-            self.checkpoint.save()
         try:
             client = self.plugins.client(driver)
             if client is None:

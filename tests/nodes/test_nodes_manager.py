@@ -261,3 +261,26 @@ def test_an_unprepare_before_the_driver_registers_again_is_retried_for_the_pod_n
         again.unprepare_pod("pod-a")
         assert plugin.count("NodeUnprepareResources", "a") == 1
         assert again.claims() == {} and plugin.prepared == set()
+
+
+def test_the_checkpoint_is_written_once_before_the_call_and_once_after_as_by_the_kubelet(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prepareResources in pkg/kubelet/cm/dra/manager.go syncs its checkpoint before the calls and after;
+    the write before already holds the pod's reference and the call about to be made."""
+    saved: list[dict[str, tuple[set[str], bool, bool]]] = []
+    real_save = Checkpoint.save
+
+    def save(self: Checkpoint) -> None:
+        saved.append({u: (set(c.pods), c.drivers[DRIVER].sent, c.drivers[DRIVER].prepared) for u, c in self.claims.items()})
+        real_save(self)
+
+    monkeypatch.setattr(Checkpoint, "save", save)
+    with StubPlugin(root, "n1"):
+        m = manager(root, registered(root))
+        m.prepare_pod("pod-a", [claim("a")])
+        assert saved == [{"uid-a": ({"pod-a"}, True, False)}, {"uid-a": ({"pod-a"}, True, True)}]
+        saved.clear()
+        m.prepare_pod("pod-b", [claim("a")])  # prepared already: no call, the reference still written
+        assert saved == [{"uid-a": ({"pod-a", "pod-b"}, True, True)}]
+    assert Checkpoint.read(NodeDirs(root, "n1").base / "dra_manager_state.json")["uid-a"]["pods"] == ["pod-a", "pod-b"]
