@@ -34,8 +34,9 @@
   needs nothing added), and it starts its own etcd from ``$PATH`` on a unix socket. What it does
   need: ``TEST_SRCDIR`` for the test API server's cert fixtures (``-trimpath`` hides their path).
 - ``invariant-cost`` (detection latency): the continuous invariants judged on synthetic snapshots
-  of growing size; a violation is reported at most one judging interval (1 s) plus one evaluation
-  after it is visible in the watch cache, so p99 detection latency = interval + p99 evaluation. Each
+  of growing size; a violation is reported at most one judging interval (``JUDGE_INTERVAL``, 0.5 s)
+  plus one evaluation after it is visible in the watch cache, so p99 detection latency = interval +
+  p99 evaluation. Each
   size is judged twice: every pod Running with its claim allocated, and every pod pending with its
   template claim not yet in its status (``backlog``: the shape that once made a round pods x claims).
 - ``churn``: ``draguard load`` at a target rate on a local cluster with fake nodes and the driver
@@ -581,9 +582,10 @@ def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods
                          devices: int = 8) -> dict[str, Any]:  # fmt: skip
     from .invariants import evaluate
     from .invariants import judged
+    from .runner.runner import JUDGE_INTERVAL
 
     sizes = sorted({(max(1, nodes // 10), max(1, pods // 10)), (nodes, pods)})
-    out: dict[str, Any] = {"unit": "ms per evaluation", "interval_s": 1.0, "sizes": []}
+    out: dict[str, Any] = {"unit": "ms per evaluation", "interval_s": JUDGE_INTERVAL, "sizes": []}
     for n, p in sizes:
         samples = []
         for _ in range(repeat):
@@ -604,9 +606,10 @@ def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods
             assert not any(found.values()), found
         out["sizes"].append({"nodes": n, "pods": min(p, n * devices), "devices": n * devices,
                              "median_ms": round(statistics.median(ms), 1), "p99_ms": round(p99, 1),
-                             "detection_latency_p99_s": round(1.0 + p99 / 1000, 3), "samples": [round(s, 1) for s in ms],
+                             "detection_latency_p99_s": round(JUDGE_INTERVAL + p99 / 1000, 3),
+                             "samples": [round(s, 1) for s in ms],
                              "incremental_1pct_changed_median_ms": inc_ms,
-                             "incremental_detection_latency_s": round(1.0 + inc_ms / 1000, 3),
+                             "incremental_detection_latency_s": round(JUDGE_INTERVAL + inc_ms / 1000, 3),
                              "backlog_median_ms": round(statistics.median(backlog), 1),
                              "backlog_max_ms": round(max(backlog), 1)})
         progress(f"invariant-cost {n} nodes/{p} pods: {out['sizes'][-1]['median_ms']} ms per evaluation")
@@ -614,9 +617,12 @@ def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods
     out.update({"median": biggest["median_ms"], "detection_latency_p99_s": biggest["detection_latency_p99_s"],
                 "incremental_median_ms": biggest["incremental_1pct_changed_median_ms"],
                 "backlog_median_ms": biggest["backlog_median_ms"],
-                "target": "detection p99 under 1 s after the judging interval; evaluation far under the 1 s interval, "
-                          "also while every pod waits with its claim not yet in its status (backlog)",
-                "met": biggest["p99_ms"] < 500 and biggest["backlog_max_ms"] < 500})  # fmt: skip
+                # The goal is the whole time from the violation to its report: the judging interval
+                # counts (judged once a second, no round however fast could meet it).
+                "target": "detection p99 (judging interval + evaluation) under 1 s, also while every pod waits "
+                          "with its claim not yet in its status (backlog)",
+                "met": biggest["detection_latency_p99_s"] < 1.0
+                       and out["interval_s"] + biggest["backlog_max_ms"] / 1000 < 1.0})  # fmt: skip
     return out
 
 

@@ -8,7 +8,8 @@ Phases, each on the timeline:
    where the scenario says);
 4. **timeline**: every chaos step on its own thread, at its time, condition or after another step
    (``timeline.py``), each journaled first; the invariants registered ``judged="continuously"`` are
-   judged every second meanwhile, and the expected progress is watched on every change;
+   judged every :data:`JUDGE_INTERVAL` (half a second) meanwhile, and the expected progress is watched on
+   every change;
 5. **settle**: until nothing changes (or the settle timeout); then every invariant but the
    after-cleanup ones is judged with gangs settled;
 6. **cleanup**: faults meant to last "until cleanup" are undone first (a driver left down comes
@@ -69,7 +70,13 @@ from .retarget import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_n
 from .observe import Observer, Timeline
 from .timeline import StepRun, TimelinePlayer
 
-__all__ = ["Runner", "RunOptions", "step_status", "evidence_matches", "record_breaches"]
+__all__ = ["Runner", "RunOptions", "JUDGE_INTERVAL", "step_status", "evidence_matches", "record_breaches"]
+
+JUDGE_INTERVAL = 0.5
+"""Seconds between two rounds of the continuous invariants. A violation the cluster shows is reported
+at most this long plus one round's evaluation later: the detection-latency goal is a p99 under 1 s
+(issue 12), and a round at 500 nodes x 4000 claims takes 51 ms incremental, 124 ms whole (p99 286 ms;
+``draguard bench invariant-cost``). Judged once a second, no round however fast could meet it."""
 
 
 @dataclass(frozen=True)
@@ -786,7 +793,7 @@ class Runner:
         names = judged("continuously")
         incremental = Incremental()
         whole = [n for n in names if n not in INCREMENTAL]
-        while not self._stop_checks.wait(1.0):
+        while not self._stop_checks.wait(JUDGE_INTERVAL):
             try:
                 snapshot = self.snapshot(drivers_state=False)
                 self._judge([n for n in names if n in INCREMENTAL], incremental.reduce(snapshot))
