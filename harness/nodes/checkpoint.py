@@ -14,12 +14,12 @@ Format (version 1)::
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from draguard.harness import jsonfast
+from draguard.harness.driver.state import atomic_write
 from draguard.harness.errors import HarnessError
 
 __all__ = ["ClaimRecord", "DriverState", "Checkpoint", "CHECKPOINT_FILE"]
@@ -95,20 +95,9 @@ class Checkpoint:
 
     def save(self) -> None:
         data = {"version": 1, "node": self.node, "claims": {u: c.to_json() for u, c in sorted(self.claims.items())}}
-        tmp = self.path.with_name(self.path.name + ".tmp")
         # Compact, encoded at once (an indented json.dump cost 1.0 ms of CPU a save at 10 claims, json's
-        # compact encoder 0.4): see jsonfast.
-        body = jsonfast.dumps(data, sort_keys=True)
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dirfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)
+        # compact encoder 0.4): see jsonfast. Temporary file, fsync, rename, fsync of the directory.
+        atomic_write(self.path, jsonfast.dumps(data, sort_keys=True), sync="full")
 
     @staticmethod
     def read(path: Path) -> dict[str, Any]:
