@@ -7,7 +7,12 @@ one claim per call, DRA v1):
 - ``fake (driver host)``: the fake driver as draguard runs it at scale (one process for many nodes);
 - ``fake (process per node)``: the real-shaped per-node process (``driver.hosting: per-node``);
 - ``upstream test driver``: ``k8s.io/kubernetes/test/e2e/dra/test-driver`` (Go, ``kubeletplugin`` helper),
-  built beside the control plane (:mod:`.driver.external`).
+  built beside the control plane (:mod:`.driver.external`);
+- ``Python floor``: a Python gRPC server that only reads the claim on prepare and answers
+  (:mod:`.bench_floor`): the least any Python driver served by grpcio pays per call on this machine,
+  and the most calls a second it serves. Where the floor is already slower than the upstream driver, no Python
+  driver can meet the target here (``reachable_in_python``), and the fake's latency above the floor
+  (``fake_over_floor_ms``) is what its own work costs.
 
 Each claim is a real ResourceClaim in the API server, allocated by this benchmark to one device of the
 driver's own ResourceSlice (status written directly, as scheduler_perf's ``allocResourceClaims`` does):
@@ -23,8 +28,8 @@ under its calls.
 Two phases per driver, the drivers alternating within each repeat so machine noise hits all alike:
 
 1. latency: claims one after the other, each prepared then unprepared (milliseconds per call);
-2. throughput: one thread per device, each preparing and unprepping its own claims in a loop
-   (calls per second over all threads).
+2. throughput: one thread per device, each preparing and unprepping its own
+   claims in a loop (calls per second over all threads).
 
 Talks to: the local backend, the drivers' sockets, the API server.
 """
@@ -44,7 +49,7 @@ from typing import Any
 from .cluster.local import LocalCluster
 from .kube import RUN_LABEL, Kube, Obj
 
-__all__ = ["PER_CALL", "bench_driver_calls"]
+__all__ = ["PER_CALL", "FLOOR", "bench_driver_calls"]
 
 Progress = Callable[[str], None]
 
@@ -93,6 +98,16 @@ PER_CALL = {
 }  # fmt: skip
 """What each driver does per call, so that the ratios can be read for what they compare."""
 
+SETTLE_S = 0.5
+"""Pause before each driver's throughput phase. Right after a burst of calls the upstream driver served
+about half as many calls a second as half a second later (a run of 192 calls just before: 330-400
+calls/s; with 0.4 s between: 630-880), so without it the phase order decided the ratio."""
+
+FLOOR = "Python floor"
+PER_CALL[FLOOR] = ("prepare: GET the ResourceClaim (the fake's API client), UID checked, the allocation's devices "
+                   "returned; unprepare: answers success. Nothing kept, no CDI spec, no device touched; coroutine "
+                   "handlers on grpc.aio's event loop (draguard.harness.bench_floor).")
+
 
 def _fsync_ms(directory: Path, n: int = 30) -> float:
     """Median milliseconds of one synced write here: 1 KiB to a temporary file, fsync, rename (a fake
@@ -117,12 +132,14 @@ class _Target:
     """One driver on one node: its claims (one list per device) and a client on its DRA socket."""
 
     def __init__(self, label: str, kube: Kube, driver: str, node: str, socket: Path, namespace: str, run: str,
-                 claims: int) -> None:  # fmt: skip
+                 claims: int, devices: list[str] | None = None) -> None:  # fmt: skip
+        """``devices``: allocate from these names (the floor publishes no ResourceSlice) instead of the
+        driver's published devices on ``node``."""
         from .grpcapi.plugin import ClaimRef, PluginClient
 
         self.label, self.driver, self.node = label, driver, node
         self.client = PluginClient(dra_socket=socket, driver=driver)
-        devices = _devices(kube, driver, node)
+        devices = devices or _devices(kube, driver, node)
         objs = kube.bulk(kube.create, [_claim(f"{node}-{i}", namespace, run) for i in range(claims)])
         for o in objs:
             if isinstance(o, Exception):
@@ -185,6 +202,7 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
     ``reset_ms``: the fake driver's modelled device reset wait (scenarios run with 5)."""
     from .driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
     from .driver.host import DriverHostProcess, HostedNode
+    from .bench_floor import FloorServer
     from .driver.process import FakeDriverProcess
     from .nodes.node import NodeSpec, register_node
     from .paths import DEFAULT_DRIVER, NodeDirs
@@ -197,7 +215,7 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
             kube = cluster.kube()
             run = uuid.uuid4().hex[:6]
             root = Path(tmp)
-            names = {"host": f"dh{run}", "proc": f"dp{run}", "up": f"du{run}"}
+            names = {"host": f"dh{run}", "proc": f"dp{run}", "up": f"du{run}", "floor": f"df{run}"}
             for n in names.values():
                 register_node(kube, NodeSpec(n, run_id=run))
             ns = f"drv-{run}"
@@ -207,10 +225,12 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
             proc = FakeDriverProcess(cluster.kubeconfig, names["proc"], root=root / "proc", devices=devices,
                                      reset_ms=reset_ms)  # fmt: skip
             upstream = ExternalPluginProcess(cluster.kubeconfig, names["up"], root=root / "up", devices=devices)
+            floor = FloorServer(cluster.kubeconfig, root / "floor", DEFAULT_DRIVER)
             try:
                 host.start()
                 proc.start()
                 upstream.start()
+                floor.start()
                 targets = [
                     _Target("fake (driver host)", kube, DEFAULT_DRIVER, names["host"],
                             NodeDirs(root / "host", names["host"]).dra_socket(DEFAULT_DRIVER), ns, run, pods),
@@ -218,19 +238,23 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
                             NodeDirs(root / "proc", names["proc"]).dra_socket(DEFAULT_DRIVER), ns, run, pods),
                     _Target("upstream test driver", kube, TEST_DRIVER_NAME, names["up"], upstream.dra_socket, ns, run, pods),
                 ]  # fmt: skip
+                floor_target = _Target(FLOOR, kube, DEFAULT_DRIVER, names["floor"], floor.socket, ns, run, pods,
+                                       devices=[f"gpu-{d}" for d in range(devices)])  # fmt: skip
                 sample: dict[str, Any] = {}
-                for t in targets:  # warm-up: channels connected, first API reads done
+                for t in [*targets, floor_target]:  # warm-up: channels connected, first API reads done
                     t.call("prepare", t.per_device[0][0])
                     t.call("unprepare", t.per_device[0][0])
-                for t in targets:
+                for t in [*targets, floor_target]:
                     lat = t.latency()
                     sample[t.label] = {"prepare_ms": _ms(lat["prepare"]), "unprepare_ms": _ms(lat["unprepare"])}
-                for t in targets:
+                for t in [*targets, floor_target]:
+                    time.sleep(SETTLE_S)
                     sample[t.label]["calls_per_s"] = t.throughput()
                 sample["fsync_ms"] = _fsync_ms(root)
-                for t in targets:
+                for t in [*targets, floor_target]:
                     t.client.close()
             finally:
+                floor.stop()
                 upstream.stop()
                 proc.stop()
                 host.stop()
@@ -241,6 +265,10 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
             s["prepare_p50_over_upstream"] = round(s["prepare_ms"]["p50"] / up["prepare_ms"]["p50"], 2)
             s["unprepare_p50_over_upstream"] = round(s["unprepare_ms"]["p50"] / up["unprepare_ms"]["p50"], 2)
             s["upstream_calls_per_s_over_this"] = round(up["calls_per_s"] / s["calls_per_s"], 2)
+        f = sample[FLOOR]
+        f["prepare_p50_over_upstream"] = round(f["prepare_ms"]["p50"] / up["prepare_ms"]["p50"], 2)
+        f["unprepare_p50_over_upstream"] = round(f["unprepare_ms"]["p50"] / up["unprepare_ms"]["p50"], 2)
+        f["upstream_calls_per_s_over_this"] = round(up["calls_per_s"] / f["calls_per_s"], 2)
         runs.append(sample)
         fsyncs.append(fsync)
         progress(f"driver-calls #{i + 1}: " + "; ".join(
@@ -250,7 +278,12 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
     def med(label: str, key: str) -> float:
         return round(float(statistics.median(r[label][key] for r in runs)), 2)
 
+    def p50(label: str, call: str) -> float:
+        return round(float(statistics.median(r[label][f"{call}_ms"]["p50"] for r in runs)), 2)
+
     host_label = "fake (driver host)"
+    floor_ratios = {"prepare": med(FLOOR, "prepare_p50_over_upstream"), "unprepare": med(FLOOR, "unprepare_p50_over_upstream"),
+                    "throughput": med(FLOOR, "upstream_calls_per_s_over_this")}  # fmt: skip
     ratios = {"prepare_latency_ratio_median": med(host_label, "prepare_p50_over_upstream"),
               "unprepare_latency_ratio_median": med(host_label, "unprepare_p50_over_upstream"),
               "throughput_ratio_median": med(host_label, "upstream_calls_per_s_over_this")}  # fmt: skip
@@ -265,6 +298,17 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
         "upstream_unprepare_p50_ms_median": round(statistics.median(r["upstream test driver"]["unprepare_ms"]["p50"] for r in runs), 2),
         "fake_calls_per_s_median": round(statistics.median(r[host_label]["calls_per_s"] for r in runs), 1),
         "upstream_calls_per_s_median": round(statistics.median(r["upstream test driver"]["calls_per_s"] for r in runs), 1),
+        "floor_prepare_p50_ms_median": p50(FLOOR, "prepare"),
+        "floor_unprepare_p50_ms_median": p50(FLOOR, "unprepare"),
+        "floor_prepare_latency_ratio_median": floor_ratios["prepare"],
+        "floor_unprepare_latency_ratio_median": floor_ratios["unprepare"],
+        "floor_throughput_ratio_median": floor_ratios["throughput"],
+        "floor_calls_per_s_median": round(statistics.median(r[FLOOR]["calls_per_s"] for r in runs), 1),
+        "fake_over_floor_ms": {c: round(p50(host_label, c) - p50(FLOOR, c), 2) for c in ("prepare", "unprepare")},
+        "reachable_in_python": all(v <= 1.0 for v in floor_ratios.values()),
+        "floor": "the ratios of a Python gRPC server that reads the claim and keeps nothing (see per_call) to the "
+                 "upstream driver, as for the fake; one over 1: no Python driver served by grpcio is as fast as the "
+                 "upstream driver there on this machine",
         "fake_reset_ms": reset_ms,
         "fsync_ms_median": round(statistics.median(fsyncs), 2),
         "fsync_ms_samples": fsyncs,

@@ -208,6 +208,12 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                           f"{r['throughput_ratio_median']} ({r['claims']} claims, {r['parallel']} at a time"
                           + (f"; fake reset wait {r['fake_reset_ms']} ms, synced write {r['fsync_ms_median']} ms"
                              if "fsync_ms_median" in r else "")
+                          + (f"; Python floor/upstream prepare {r['floor_prepare_latency_ratio_median']}, unprepare "
+                             f"{r['floor_unprepare_latency_ratio_median']}"
+                             + (f", throughput {r['floor_throughput_ratio_median']}" if "floor_throughput_ratio_median" in r else "")
+                             + ": "
+                             + ("reachable in Python" if r["reachable_in_python"] else "out of reach for a Python driver here")
+                             if "reachable_in_python" in r else "")
                           + f"); target {r['target']}: {'met' if r['met'] else 'NOT met'}")  # fmt: skip
         else:
             detail = f"target {r['target']}: {'met' if r['met'] else 'NOT met'}" if "target" in r else ""

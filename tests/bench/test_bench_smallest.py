@@ -10,6 +10,7 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (fault kinds: the runner-based benchmarks validate scenarios)
 from draguard.harness.bench import run_benchmarks
+from draguard.harness.bench_driver import FLOOR
 from draguard.harness.runner.runner import JUDGE_INTERVAL
 
 
@@ -71,6 +72,11 @@ def test_driver_calls_at_its_smallest(tmp_path: Path) -> None:
         assert sample[label]["prepare_ms"]["n"] == 4 and sample[label]["unprepare_ms"]["n"] == 4, sample
         assert sample[label]["calls_per_s"] > 0
     assert r["prepare_latency_ratio_median"] > 0 and isinstance(r["met"], bool)
+    # the Python floor answered every claim in the latency phase (a wrong answer raises) and is compared
+    assert sample[FLOOR]["prepare_ms"]["n"] == 4 and sample[FLOOR]["unprepare_ms"]["n"] == 4, sample
+    floors = (r["floor_prepare_latency_ratio_median"], r["floor_unprepare_latency_ratio_median"])
+    assert r["reachable_in_python"] == all(v <= 1.0 for v in floors) and min(floors) > 0
+    assert set(r["fake_over_floor_ms"]) == {"prepare", "unprepare"}
     # the comparison says what each driver did per call, and the fake ran without the modelled reset wait
     assert r["fake_reset_ms"] == 0 and "modelled reset wait 0 ms" in r["per_call"]["fake (driver host)"]
     assert set(r["per_call"]) == set(sample) and r["fsync_ms_median"] > 0
