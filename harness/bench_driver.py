@@ -29,7 +29,8 @@ Two phases per driver, the drivers alternating within each repeat so machine noi
 
 1. latency: claims one after the other, each prepared then unprepared (milliseconds per call);
 2. throughput: one thread per device, each preparing and unprepping its own
-   claims in a loop (calls per second over all threads).
+   claims in a loop (calls per second over all threads, and the CPU the driver's process spent per
+   call: user and system time of all its threads).
 
 Talks to: the local backend, the drivers' sockets, the API server.
 """
@@ -98,10 +99,12 @@ PER_CALL = {
 }  # fmt: skip
 """What each driver does per call, so that the ratios can be read for what they compare."""
 
-SETTLE_S = 0.5
-"""Pause before each driver's throughput phase. Right after a burst of calls the upstream driver served
-about half as many calls a second as half a second later (a run of 192 calls just before: 330-400
-calls/s; with 0.4 s between: 630-880), so without it the phase order decided the ratio."""
+UPSTREAM_QPS = 100_000
+"""The upstream driver's API client rate limit here (its defaults: 50 requests a second, bursts of 100).
+At the defaults every prepare past the burst waited for the limiter (one GET each): its calls per
+second depended on how many reads the phase before had spent (330-400 right after the latency phase,
+1300-1650 after a pause; 133 with 400 claims), which measured the limiter, not the driver. The fake
+driver and the floor read without a limit."""
 
 FLOOR = "Python floor"
 PER_CALL[FLOOR] = ("prepare: GET the ResourceClaim (the fake's API client), UID checked, the allocation's devices "
@@ -174,7 +177,10 @@ class _Target:
             out["unprepare"].append(self.call("unprepare", ref))
         return out
 
-    def throughput(self) -> float:
+    def throughput(self, pid: int | None) -> dict[str, float]:
+        """Calls per second, and the CPU the driver's process (``pid``) spent per call meanwhile."""
+        import psutil
+
         errors: list[BaseException] = []
 
         def worker(refs: list[Any]) -> None:
@@ -186,15 +192,19 @@ class _Target:
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(refs,)) for refs in self.per_device]
+        server = psutil.Process(pid)
+        cpu0 = sum(server.cpu_times()[:2])
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        cpu = sum(server.cpu_times()[:2]) - cpu0
         if errors:
             raise errors[0]
-        return round(2 * sum(len(r) for r in self.per_device) / wall, 1)
+        calls = 2 * sum(len(r) for r in self.per_device)
+        return {"calls_per_s": round(calls / wall, 1), "cpu_ms_per_call": round(cpu * 1000 / calls, 3)}
 
 
 def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices: int = 8, reset_ms: int = 0) -> dict[str, Any]:
@@ -224,7 +234,8 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
                                      reset_ms=reset_ms)  # fmt: skip
             proc = FakeDriverProcess(cluster.kubeconfig, names["proc"], root=root / "proc", devices=devices,
                                      reset_ms=reset_ms)  # fmt: skip
-            upstream = ExternalPluginProcess(cluster.kubeconfig, names["up"], root=root / "up", devices=devices)
+            upstream = ExternalPluginProcess(cluster.kubeconfig, names["up"], root=root / "up", devices=devices,
+                                             kube_api_qps=UPSTREAM_QPS, kube_api_burst=UPSTREAM_QPS)  # fmt: skip
             floor = FloorServer(cluster.kubeconfig, root / "floor", DEFAULT_DRIVER)
             try:
                 host.start()
@@ -247,9 +258,8 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
                 for t in [*targets, floor_target]:
                     lat = t.latency()
                     sample[t.label] = {"prepare_ms": _ms(lat["prepare"]), "unprepare_ms": _ms(lat["unprepare"])}
-                for t in [*targets, floor_target]:
-                    time.sleep(SETTLE_S)
-                    sample[t.label]["calls_per_s"] = t.throughput()
+                for t, pid in zip([*targets, floor_target], [host.pid, proc.pid, upstream.pid, floor.pid]):
+                    sample[t.label].update(t.throughput(pid))
                 sample["fsync_ms"] = _fsync_ms(root)
                 for t in [*targets, floor_target]:
                     t.client.close()
@@ -273,7 +283,8 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
         fsyncs.append(fsync)
         progress(f"driver-calls #{i + 1}: " + "; ".join(
             f"{k}: prepare p50 {v['prepare_ms']['p50']} ms, unprepare p50 {v['unprepare_ms']['p50']} ms, "
-            f"{v['calls_per_s']} calls/s" for k, v in sample.items()) + f"; synced write {fsync} ms")  # fmt: skip
+            f"{v['calls_per_s']} calls/s, {v['cpu_ms_per_call']} ms CPU/call" for k, v in sample.items())
+            + f"; synced write {fsync} ms")  # fmt: skip
 
     def med(label: str, key: str) -> float:
         return round(float(statistics.median(r[label][key] for r in runs)), 2)
@@ -304,6 +315,8 @@ def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices:
         "floor_unprepare_latency_ratio_median": floor_ratios["unprepare"],
         "floor_throughput_ratio_median": floor_ratios["throughput"],
         "floor_calls_per_s_median": round(statistics.median(r[FLOOR]["calls_per_s"] for r in runs), 1),
+        "cpu_ms_per_call_median": {k: round(statistics.median(r[k]["cpu_ms_per_call"] for r in runs), 3)
+                                   for k in runs[0]},
         "fake_over_floor_ms": {c: round(p50(host_label, c) - p50(FLOOR, c), 2) for c in ("prepare", "unprepare")},
         "reachable_in_python": all(v <= 1.0 for v in floor_ratios.values()),
         "floor": "the ratios of a Python gRPC server that reads the claim and keeps nothing (see per_call) to the "

@@ -94,6 +94,10 @@ class FloorServer:
                 "--socket", str(self.socket), "--driver", driver]  # fmt: skip
         self._proc = Supervised("Python floor server", argv, root / "floor.log", lambda: socket_accepts(self.socket))
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
     def start(self, timeout: float = 60.0) -> FloorServer:
         self._proc.start(timeout)
         return self

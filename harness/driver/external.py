@@ -89,7 +89,11 @@ class ExternalPluginProcess:
         binary: str | Path | None = None,
         log: str | Path | None = None,
         verbosity: int = 2,
+        kube_api_qps: float | None = None,
+        kube_api_burst: int | None = None,
     ) -> None:
+        """``kube_api_qps``/``kube_api_burst``: its API client's rate limit (the driver's own defaults, 50 and
+        100 requests a second, when None; test/e2e/dra/test-driver/app/server.go)."""
         self.kubeconfig = Path(kubeconfig).resolve()
         self.node = node
         self.root = Path(root) if root is not None else state_dir() / "nodes"
@@ -104,6 +108,10 @@ class ExternalPluginProcess:
             f"--plugin-registration-path={self.dirs.registry}", f"--datadir={self.dirs.plugins}",
             f"--cdi-dir={self.dirs.cdi}",
         ]
+        if kube_api_qps is not None:
+            argv.insert(3, f"--kube-api-qps={kube_api_qps:g}")
+        if kube_api_burst is not None:
+            argv.insert(3, f"--kube-api-burst={kube_api_burst}")
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))  # it prefers $KUBECONFIG over --kubeconfig
         self._proc = Supervised(f"DRA test driver for node {node}", argv, self.log, self._sockets_accept, env=env)
 

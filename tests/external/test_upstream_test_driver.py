@@ -146,3 +146,13 @@ def test_a_pod_claiming_a_test_driver_device_runs_with_its_cdi_spec_and_leaves_n
         kube.delete("Node", node)
         kube.delete("Lease", node, LEASE_NAMESPACE)
     assert not driver.registration_socket.exists(), "a clean stop removes the registration socket"
+
+
+def test_its_api_rate_limit_is_its_own_unless_raised_and_is_given_before_the_subcommand(tmp_path: Path) -> None:
+    fake = tmp_path / "dra-test-driver"
+    plain = ExternalPluginProcess(tmp_path / "kc", "n1", root=tmp_path / "nodes", binary=fake)
+    assert not [a for a in plain.argv if a.startswith("--kube-api-")]  # the driver's defaults (50/s, bursts of 100)
+    raised = ExternalPluginProcess(tmp_path / "kc", "n1", root=tmp_path / "nodes", binary=fake,
+                                   kube_api_qps=1000, kube_api_burst=2000)  # fmt: skip
+    sub = raised.argv.index("kubelet-plugin")  # global flags of the test driver's root command
+    assert raised.argv.index("--kube-api-qps=1000") < sub and raised.argv.index("--kube-api-burst=2000") < sub

@@ -117,6 +117,10 @@ def test_the_bench_table_shows_throughput_beside_threshold_and_the_driver_ratios
     assert f"prepare lag p99 {dra['prepare_lag_p99_s_median']} s" in text
     assert f"fake/upstream prepare latency {calls['prepare_latency_ratio_median']}" in text
     assert f"fake reset wait {calls['fake_reset_ms']} ms, synced write {calls['fsync_ms_median']} ms" in text
+    floor = (f"Python floor/upstream prepare {calls['floor_prepare_latency_ratio_median']}, unprepare "
+             f"{calls['floor_unprepare_latency_ratio_median']}, throughput {calls['floor_throughput_ratio_median']}: "
+             + ("reachable in Python" if calls["reachable_in_python"] else "out of reach for a Python driver here"))
+    assert floor in text
 
 
 def test_the_bench_table_shows_the_library_wall_side_by_side() -> None:
