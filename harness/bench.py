@@ -10,6 +10,8 @@ Benchmarks (each repeated; medians reported, never a single timing):
   against the official client's typed models, measured alternately in the same run (the ratio is
   why :mod:`draguard.harness.kube` works on dicts);
 - ``scenario-load``: validating every scenario file of the library;
+- ``detection``: violations made to happen in a live run and timed until the runner reports them
+  (:mod:`.bench_detect`);
 - ``driver-calls``: the fake driver's prepare/unprepare latency and calls per second against the
   upstream test driver on the same node layout, as ratios (:mod:`.bench_driver`);
 - ``kubelet``: the hollow DRA kubelet's start-up time and memory, and one pod's bind-to-Running on a
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import bench_driver, bench_scale
+from . import bench_detect, bench_driver, bench_scale
 from .cluster.local import LocalCluster
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
@@ -145,13 +147,14 @@ BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "scenario-load": bench_scenario_load,
     "dra-throughput": bench_scale.bench_dra_throughput,
     "invariant-cost": bench_scale.bench_invariant_cost,
+    "detection": bench_detect.bench_detection,
     "churn": bench_scale.bench_churn,
     "driver-calls": bench_driver.bench_driver_calls,
     "library-wall": bench_scale.bench_library_wall,
     "kubelet": bench_kubelet,
 }
 """Each takes ``(repeat, progress)`` and, where it has sizes, keyword arguments for them (``nodes``,
-``pods``, ``devices``, ``reset_ms``, ``rate``, ``duration``, ``count``, ``limit``): ``draguard bench --nodes 50`` passes
+``pods``, ``devices``, ``reset_ms``, ``rate``, ``duration``, ``count``, ``limit``, ``injections``): ``draguard bench --nodes 50`` passes
 ``nodes=50`` to every selected benchmark that takes it."""
 
 

@@ -201,6 +201,12 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
             if r.get("not_ok"):
                 detail += f"; NOT ok: {', '.join(r['not_ok'])}"
             table.add_row(name, str(r["median"]), r["unit"], detail)
+        elif name == "detection":
+            lat = r["latency_s"]
+            table.add_row(name, str(r["median"]), r["unit"],
+                          f"p99 {lat['p99']} s, max {lat['max']} s; {r['reported']}/{r['injected']} reported "
+                          f"({r['nodes']} nodes, {r['pods']} pods); target {r['target']}: "
+                          f"{'met' if r['met'] else 'NOT met'}")  # fmt: skip
         elif name == "driver-calls":
             table.add_row(name, str(r["median"]), r["unit"],
                           f"fake/upstream prepare latency {r['prepare_latency_ratio_median']}, unprepare "

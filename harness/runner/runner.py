@@ -898,6 +898,10 @@ class Runner:
         h = self._handles
         return h.kube if h is not None else None
 
+    def live_namespace(self) -> str:
+        """The run's namespace once its cluster is up and until teardown ("" otherwise)."""
+        return self._namespace()
+
     def _namespace(self) -> str:
         return self._handles.namespace if self._handles is not None else ""
 

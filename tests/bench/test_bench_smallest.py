@@ -93,3 +93,15 @@ def test_the_share_while_scheduling_is_read_between_two_samples() -> None:
     assert window is not None and window["wall_s"] == 2.0 and window["cpu_s"] == 2.0
     assert window["machine_share_by_process"] == {"fake nodes": round(1.0 / (2 * cores), 3), "runner": round(1.0 / (2 * cores), 3)}
     assert usage.window(14.0, 19.0) is None  # no sample inside: no figure, not a zero
+
+
+@pytest.mark.cluster
+def test_detection_at_its_smallest(tmp_path: Path) -> None:
+    (r,) = run_benchmarks(["detection"], 1, tmp_path, lambda m: None,
+                          {"nodes": 2, "pods": 4, "devices": 4, "injections": 3}).values()  # fmt: skip
+    sample = r["samples"][0]
+    # every injected double allocation was reported by the live run, and the run itself met its expectations
+    assert r["injected"] == 3 and r["reported"] == 3 and sample["missed"] == [], sample
+    assert sample["run_ok"] and sample["shortfalls"] == [], sample
+    assert all(v > 0 for v in sample["latency_s"].values()), sample  # reported after the write, never before
+    assert r["met"] == (r["latency_s"]["p99"] < 1.0)

@@ -123,6 +123,22 @@ def test_the_bench_table_shows_throughput_beside_threshold_and_the_driver_ratios
     assert floor in text
 
 
+def test_the_bench_table_shows_the_live_detection_latency_and_what_was_missed() -> None:
+    import json
+
+    from draguard.reports.console import print_bench
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    det = json.loads((results / "detection.json").read_text())
+    missed = dict(det, reported=det["injected"] - 1, met=False)
+    out = io.StringIO()
+    print_bench({"detection": det}, Console(file=out, width=600))
+    print_bench({"detection": missed}, Console(file=out, width=600))
+    text = out.getvalue()
+    assert f"p99 {det['latency_s']['p99']} s, max {det['latency_s']['max']} s; {det['injected']}/{det['injected']} reported" in text
+    assert f"{det['injected'] - 1}/{det['injected']} reported" in text and "NOT met" in text
+
+
 def test_the_bench_table_shows_the_library_wall_side_by_side() -> None:
     import json
 
