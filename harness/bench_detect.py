@@ -7,9 +7,12 @@ This benchmark makes the violation happen in a live run and times its report:
    ``pods`` single-device pods). A held-back workload arrives once every pod is Running (step
    ``ready``) and another one a while later (step ``done``): the window between them is the run's
    steady state, judged continuously by the runner as in any scenario.
-2. In that window this benchmark double-allocates devices through the API, one at a time at
-   irregular intervals: a new ResourceClaim (run label, run namespace) whose status allocates a
-   device that a Running pod's claim holds, as a broken scheduler or a stale allocation would.
+2. This benchmark double-allocates devices through the API, one at a time at irregular intervals: a
+   new ResourceClaim (run label, run namespace) whose status allocates a device that a Running
+   pod's claim holds, as a broken scheduler or a stale allocation would. Half of them while the
+   pods are still being scheduled (from a tenth Running: the runner's watches and rounds busy with
+   the backlog), half in the steady state; each is counted in the phase it was sent in (before or
+   after step ``ready`` started).
    Each time the monotonic clock is read just before the write is sent: the violation exists
    from some moment after that. The claims are deleted again before the run's cleanup.
 3. The runner reports a breach when it records it: its ``invariant`` timeline entry (the same clock)
@@ -42,7 +45,7 @@ from .kube import RUN_LABEL, Kube
 if TYPE_CHECKING:
     from .runner.runner import Runner
 
-__all__ = ["bench_detection", "detected"]
+__all__ = ["bench_detection", "detected", "seen_by_watch"]
 
 Progress = Callable[[str], None]
 
@@ -73,22 +76,26 @@ spec:
 
 
 class _Injector:
-    """Double-allocates held devices during the run's steady state; remembers when each write was sent."""
+    """Double-allocates held devices while the pods are scheduled and in the steady state; remembers
+    when each write was sent."""
 
     def __init__(self, runner: Runner, injections: int, pods: int, seed: int, interval: float, progress: Progress) -> None:
         self.runner, self.injections, self.pods, self.progress = runner, injections, pods, progress
         self.interval = interval
         self.rng = random.Random(seed)
         self.sent: dict[str, float] = {}  # claim name -> monotonic time just before its allocation was written
+        self.used: set[tuple[str, str, str]] = set()  # devices double-allocated so far
         self.error: BaseException | None = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="detection-injector", daemon=True)
 
-    def _running_claims(self, kube: Kube, namespace: str) -> list[dict[str, Any]]:
-        running = {p["metadata"]["name"] for p in kube.items("Pod", namespace=namespace)
+    def _running_claims(self) -> list[dict[str, Any]]:
+        """Allocated claims of Running pods of ``p``, from the run's own watch (listing thousands of pods
+        from the API every half second would load the runner's process and the API server it measures)."""
+        running = {p["metadata"]["name"] for p in self.runner.live_objects("Pod")
                    if (p.get("status") or {}).get("phase") == "Running" and p["metadata"]["name"].startswith("p-")}  # fmt: skip
         out = []
-        for c in kube.items("ResourceClaim", namespace=namespace):
+        for c in self.runner.live_objects("ResourceClaim"):
             reserved = [r.get("name") for r in (c.get("status") or {}).get("reservedFor") or []]
             if any(r in running for r in reserved) and (c.get("status") or {}).get("allocation"):
                 out.append(c)
@@ -96,42 +103,57 @@ class _Injector:
 
     def _run(self) -> None:
         try:
-            kube = self._wait_ready()
-            if kube is None:
-                return
-            namespace = self.runner.live_namespace()
-            held = self._running_claims(kube, namespace)
-            self.rng.shuffle(held)
-            for i, victim in enumerate(held[: self.injections]):
-                if self.stop.wait(self.rng.uniform(0.6, 1.4)):  # irregular: injections fall anywhere in a judging round
+            first = self.injections // 2
+            kube: Kube | None = None
+            for running, count in ((max(1, self.pods // 10), first), (self.pods, self.injections - first)):
+                kube = self._wait_running(running)
+                if kube is None:
                     return
-                result = victim["status"]["allocation"]["devices"]["results"][0]
-                name = f"dup-{i}"
-                obj = kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                                   "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: self.runner.run_id}},
-                                   "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}})  # fmt: skip
-                obj["status"] = {"allocation": {"devices": {"results": [dict(result)]},
-                                                "nodeSelector": victim["status"]["allocation"].get("nodeSelector")}}  # fmt: skip
-                self.sent[name] = time.monotonic()
-                kube.replace(obj, "status")
+                self.progress(f"detection: {running} pod(s) Running; injecting {count} double allocation(s)")
+                if not self._inject(kube, count):
+                    return
             # Gone again before the run's cleanup, whose no-leak judges what is left allocated.
-            if not self.stop.wait(3 * self.interval + 2):
+            if kube is not None and not self.stop.wait(3 * self.interval + 2):
                 for name in self.sent:
-                    kube.delete("ResourceClaim", name, namespace)
+                    kube.delete("ResourceClaim", name, self.runner.live_namespace())
         except BaseException as exc:  # noqa: BLE001 - reported by the benchmark
             self.error = exc
 
-    def _wait_ready(self) -> Kube | None:
-        """The run's client once every pod of ``p`` is Running (None when stopped first)."""
+    def _inject(self, kube: Kube, count: int) -> bool:
+        """``count`` double allocations of devices not used so far; False when stopped first."""
+        namespace = self.runner.live_namespace()
+        held = [c for c in self._running_claims() if _device(c) not in self.used]
+        self.rng.shuffle(held)
+        for victim in held[:count]:
+            if self.stop.wait(self.rng.uniform(0.6, 1.4)):  # irregular: injections fall anywhere in a judging round
+                return False
+            result = dict(victim["status"]["allocation"]["devices"]["results"][0])
+            self.used.add(_device(victim))
+            name = f"dup-{len(self.sent)}"
+            obj = kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                               "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: self.runner.run_id}},
+                               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}})  # fmt: skip
+            obj["status"] = {"allocation": {"devices": {"results": [result]},
+                                            "nodeSelector": victim["status"]["allocation"].get("nodeSelector")}}  # fmt: skip
+            self.sent[name] = time.monotonic()
+            kube.replace(obj, "status")
+        return True
+
+    def _wait_running(self, pods: int) -> Kube | None:
+        """The run's client once ``pods`` pods of ``p`` are Running (None when stopped first)."""
         while not self.stop.wait(0.5):
             kube = self.runner.live_kube()
             namespace = self.runner.live_namespace()
             if kube is None or not namespace:
                 continue
-            if len(self._running_claims(kube, namespace)) >= self.pods:
-                self.progress(f"detection: {self.pods} pods Running; injecting {self.injections} double allocations")
+            if len(self._running_claims()) >= pods:
                 return kube
         return None
+
+
+def _device(claim: dict[str, Any]) -> tuple[str, str, str]:
+    r = claim["status"]["allocation"]["devices"]["results"][0]
+    return str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))
 
 
 def detected(timeline: list[dict[str, Any]], sent: dict[str, float], start: float) -> tuple[dict[str, float], list[str]]:
@@ -145,6 +167,17 @@ def detected(timeline: list[dict[str, Any]], sent: dict[str, float], start: floa
                     reported.setdefault(name, e["t"])
     latencies = {n: round(reported[n] - (t - start), 3) for n, t in sent.items() if n in reported}
     return latencies, sorted(set(sent) - set(reported))
+
+
+def seen_by_watch(timeline: list[dict[str, Any]], sent: dict[str, float], start: float) -> dict[str, float]:
+    """Time from just before each injected claim's allocation was written to the runner's watch seeing
+    it (the claim's first MODIFIED event: it was created unallocated): the part of the latency spent
+    before any judging round could see the violation."""
+    seen: dict[str, float] = {}
+    for e in timeline:
+        if e["source"] == "watch" and e["kind"] == "ResourceClaim" and e["event"] == "MODIFIED" and e["name"] in sent:
+            seen.setdefault(e["name"], e["t"])
+    return {n: round(seen[n] - (sent[n] - start), 3) for n in sent if n in seen}
 
 
 _CLAIM = re.compile(r"ResourceClaim/[^/\s,]+/([^\s,]+)")
@@ -171,11 +204,14 @@ def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progre
         timeline = list(result.timeline.events()) if result.timeline is not None else []
         start = runner.timeline.start
     latencies, missed = detected(timeline, injector.sent, start)
+    watched = seen_by_watch(timeline, injector.sent, start)
+    ready = next((e["t"] for e in timeline if e["source"] == "fault" and e["name"] == "ready" and e["event"] == "start"), None)
+    phase = {n: "scheduling" if ready is None or t - start < ready else "steady" for n, t in injector.sent.items()}
     progress(f"detection: {len(latencies)}/{len(injector.sent)} reported, latency "
              f"p50 {statistics.median(latencies.values()) if latencies else None} s, max "
              f"{max(latencies.values()) if latencies else None} s; run ok={result.ok}")  # fmt: skip
     return {"injected": len(injector.sent), "reported": len(latencies), "missed": missed,
-            "latency_s": latencies, "judge_interval_s": JUDGE_INTERVAL, "run_ok": result.ok,
+            "latency_s": latencies, "watch_s": watched, "phase": phase, "judge_interval_s": JUDGE_INTERVAL, "run_ok": result.ok,
             "run_error": result.error, "shortfalls": result.shortfalls, "wall_s": round(result.duration, 1)}  # fmt: skip
 
 
@@ -191,9 +227,17 @@ def bench_detection(repeat: int, progress: Progress, nodes: int = 500, pods: int
     injected = sum(r["injected"] for r in runs)
     reported = sum(r["reported"] for r in runs)
 
-    def q(f: float) -> float | None:
-        return round(values[min(len(values) - 1, int(len(values) * f))], 3) if values else None
+    def q(f: float, of: list[float] | None = None) -> float | None:
+        v = values if of is None else of
+        return round(v[min(len(v) - 1, int(len(v) * f))], 3) if v else None
 
+    by_phase: dict[str, dict[str, Any]] = {}
+    for label in ("scheduling", "steady"):
+        mine = sorted(v for r in runs for n, v in r["latency_s"].items() if r["phase"][n] == label)
+        sent = sum(1 for r in runs for p in r["phase"].values() if p == label)
+        watch = sorted(v for r in runs for n, v in r["watch_s"].items() if r["phase"][n] == label)
+        by_phase[label] = {"injected": sent, "reported": len(mine), "p50": q(0.5, mine), "p99": q(0.99, mine),
+                           "max": mine[-1] if mine else None, "watch_p50": q(0.5, watch), "watch_p99": q(0.99, watch)}  # fmt: skip
     p99 = q(0.99)
     return {
         "unit": "s (detection latency p50, live)",
@@ -201,8 +245,10 @@ def bench_detection(repeat: int, progress: Progress, nodes: int = 500, pods: int
         "nodes": nodes, "pods": pods, "devices_per_node": devices, "injections_per_run": min(injections, pods),
         "injected": injected, "reported": reported,
         "latency_s": {"p50": q(0.5), "p90": q(0.9), "p99": p99, "max": values[-1] if values else None, "n": len(values)},
-        "what": "a ResourceClaim double-allocating a device a Running pod holds, written through the API during the "
-                "run's steady state; latency from just before the write to the runner's no-double-allocation report",
+        "by_phase": by_phase,
+        "what": "a ResourceClaim double-allocating a device a Running pod holds, written through the API while the "
+                "pods are scheduled (from a tenth Running) and in the steady state (all Running); latency from just "
+                "before the write to the runner's no-double-allocation report",
         "target": "every injected violation reported, p99 under 1 s",
         "met": bool(values) and reported == injected and p99 is not None and p99 < 1.0,
         "samples": runs,

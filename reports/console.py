@@ -205,7 +205,10 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
             lat = r["latency_s"]
             table.add_row(name, str(r["median"]), r["unit"],
                           f"p99 {lat['p99']} s, max {lat['max']} s; {r['reported']}/{r['injected']} reported "
-                          f"({r['nodes']} nodes, {r['pods']} pods); target {r['target']}: "
+                          f"({r['nodes']} nodes, {r['pods']} pods"
+                          + "".join(f"; {k} p99 {v['p99']} s ({v['reported']}/{v['injected']})"
+                                    for k, v in (r.get("by_phase") or {}).items() if v["injected"])
+                          + f"); target {r['target']}: "
                           f"{'met' if r['met'] else 'NOT met'}")  # fmt: skip
         elif name == "driver-calls":
             table.add_row(name, str(r["median"]), r["unit"],

@@ -3,7 +3,8 @@ holds no device; a gang partial for longer than its grace period is a violation.
 
 A partial gang (some members hold devices while too few can start) is the ingredient of a deadlock
 between gangs. Judged continuously: while the run goes on a gang may be partial for its grace
-period (pods bind one by one); once the scenario settled, any partial gang is a violation. The
+period (pods bind one by one), counted once all its pods were created; once the scenario settled, any
+partial gang is a violation. The
 violation names the members and devices it holds, and the runner reports it from the time it started.
 """
 
@@ -32,6 +33,8 @@ NAME = "gang-atomic"
 def check(snapshot: Snapshot) -> list[Violation]:
     out: list[Violation] = []
     for gang in snapshot.gangs:
+        if not gang.created and not gang.settled:  # still being created by the harness: not a gang yet
+            continue
         complete = 0
         holders: list[str] = []
         claims: dict[str, Obj] = {}

@@ -103,6 +103,9 @@ class Gang:
     """Members that must be complete for the gang to serve (PodGroup ``minCount``); None: all members."""
     grace: float = 30.0
     """How long the gang may stay partial before it is a violation while the run goes on."""
+    created: bool = True
+    """Whether every member pod has been created. While the harness still creates them (thousands of
+    pods take a minute) the gang is not judged before settling: its grace starts once it exists."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,8 @@ class Runner:
         self._handles: RunHandles | None = None
         self.initial_inventory: frozenset[DeviceId] = frozenset()
         self._settled = False
+        self._created: set[str] = set()
+        """Workloads whose pods have all been created (Gang.created)."""
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
         self._published: dict[DeviceId, Mapping[str, Any]] = {}
@@ -160,10 +162,13 @@ class Runner:
             observer.watch("Node", label_selector=f"{RUN_LABEL}={self.run_id}" if self.scenario.driver.kind == "fake" else None)
             observer.start()
             self._fleet()
-            self._deploy()
             self._remember_published()  # before any step can take a node's slices away
+            # Judged from the first pod on: with thousands of pods, creating them takes a minute, and a
+            # violation while they are scheduled (two gangs deadlocked, a device allocated twice, even
+            # one gone again) must not wait for, or be missed before, the end of the deployment.
             checker = threading.Thread(target=self._check_continuously, name="invariants", daemon=True)
             checker.start()
+            self._deploy()
             progress = threading.Thread(target=self._watch_progress, name="progress", daemon=True)
             progress.start()
             self._play_timeline()
@@ -443,6 +448,7 @@ class Runner:
         # Interleaved workloads (a0, b0, a1, ...) reproduce a race that needs that order: one at a time.
         ordered = any(w.interleave_with for w in sc.workloads)
         self._create_all(pods, parallel=1 if ordered else BULK_PARALLEL)
+        self._created.update(w.name for w in sc.workloads if w.name not in deferred)
         elapsed = time.monotonic() - started
         self.log(f"deployed {len(pods)} pods in {len(sc.workloads)} workload(s) in {elapsed:.1f}s "
                  f"({len(pods) / max(elapsed, 1e-3):.0f}/s, {'in order' if ordered else f'{BULK_PARALLEL} at a time'})")
@@ -454,6 +460,7 @@ class Runner:
         self._create_all([deploy.pod(w, member, h.namespace, self.run_id, self.scenario.name,
                                      pinned_nodes(self.scenario))
                           for member in range(w.replicas)])  # fmt: skip
+        self._created.add(w.name)
 
     def _create_all(self, objs: list[Obj], parallel: int = BULK_PARALLEL) -> None:
         """Create ``objs`` with at most ``parallel`` requests in flight; the first error is raised."""
@@ -711,7 +718,7 @@ class Runner:
         grace = self.scenario.timing.gang_grace.total_seconds()
         gangs = tuple(
             Gang(w.name, h.namespace, w.pod_names(), len(w.claims), self._settled,
-                 min_count=w.min_count, grace=grace)
+                 min_count=w.min_count, grace=grace, created=w.name in self._created)
             for w in self.scenario.workloads
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
@@ -897,6 +904,12 @@ class Runner:
         """The run's API client once its cluster is up and until teardown (samplers such as the benchmarks use it)."""
         h = self._handles
         return h.kube if h is not None else None
+
+    def live_objects(self, kind: str) -> list[Obj]:
+        """What the run's watch of ``kind`` holds now (the run's namespace for namespaced kinds; [] before
+        its cluster is up). Shared with the run: read, never change."""
+        h = self._handles
+        return h.observer.objects(kind) if h is not None else []
 
     def live_namespace(self) -> str:
         """The run's namespace once its cluster is up and until teardown ("" otherwise)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from draguard.harness.bench_detect import detected
+from draguard.harness.bench_detect import detected, seen_by_watch
 
 
 def _entry(t: float, summary: str, kind: str = "no-double-allocation", source: str = "invariant") -> dict[str, object]:
@@ -24,3 +24,13 @@ def test_each_injection_is_answered_by_the_first_report_naming_its_claim() -> No
 
 def test_nothing_reported_is_everything_missed() -> None:
     assert detected([], {"dup-0": 1.0, "dup-1": 2.0}, start=0.0) == ({}, ["dup-0", "dup-1"])
+
+
+def test_the_watch_part_is_the_first_modified_event_of_the_claim() -> None:
+    def watched(t: float, name: str, event: str) -> dict[str, object]:
+        return {"t": t, "source": "watch", "kind": "ResourceClaim", "event": event, "name": name, "summary": ""}
+
+    timeline = [watched(1.9, "dup-0", "ADDED"),  # created unallocated: not the violation yet
+                watched(2.3, "dup-0", "MODIFIED"), watched(2.8, "dup-0", "MODIFIED"),
+                watched(2.5, "p-1-gpu-x", "MODIFIED")]  # fmt: skip
+    assert seen_by_watch(timeline, {"dup-0": 102.0, "dup-1": 103.0}, start=100.0) == {"dup-0": 0.3}

@@ -105,3 +105,6 @@ def test_detection_at_its_smallest(tmp_path: Path) -> None:
     assert sample["run_ok"] and sample["shortfalls"] == [], sample
     assert all(v > 0 for v in sample["latency_s"].values()), sample  # reported after the write, never before
     assert r["met"] == (r["latency_s"]["p99"] < 1.0)
+    # each injection is counted in the phase it was sent in, while scheduling or in the steady state
+    assert set(sample["phase"]) == set(sample["latency_s"]) and set(sample["phase"].values()) <= {"scheduling", "steady"}
+    assert sum(p["injected"] for p in r["by_phase"].values()) == 3

@@ -78,3 +78,16 @@ def test_a_shared_claim_held_by_an_unfinished_gang_is_partial() -> None:
     shared["status"]["reservedFor"] = [{"resource": "pods", "name": "gang-a-0", "uid": "uid-gang-a-0"}]
     [violation] = check(Snapshot(time=1.0, pods=tuple(pods), claims=(shared,), gangs=(gang(),)))
     assert "1 of 3 members" in violation.message
+
+
+def test_a_gang_whose_pods_are_still_being_created_is_not_judged_before_settling() -> None:
+    members = [member(0, True), member(1, False, bound=False)]  # gang-a-2 not created yet
+    creating = Gang("gang-a", NS, MEMBERS, claims_per_member=1, settled=False, grace=20.0, created=False)
+    base = snap(members, settled=False)
+    assert check(Snapshot(time=base.time, pods=base.pods, claims=base.claims, slices=base.slices, gangs=(creating,))) == []
+    # once created, the same partial gang carries its grace; after settling it is reported whatever it was
+    [violation] = check(base)
+    assert violation.grace == 20.0
+    settled = Gang("gang-a", NS, MEMBERS, claims_per_member=1, settled=True, grace=20.0, created=False)
+    [violation] = check(Snapshot(time=base.time, pods=base.pods, claims=base.claims, slices=base.slices, gangs=(settled,)))
+    assert violation.grace == 0.0

@@ -137,6 +137,9 @@ def test_the_bench_table_shows_the_live_detection_latency_and_what_was_missed() 
     text = out.getvalue()
     assert f"p99 {det['latency_s']['p99']} s, max {det['latency_s']['max']} s; {det['injected']}/{det['injected']} reported" in text
     assert f"{det['injected'] - 1}/{det['injected']} reported" in text and "NOT met" in text
+    for phase, v in (det.get("by_phase") or {}).items():
+        if v["injected"]:
+            assert f"{phase} p99 {v['p99']} s ({v['reported']}/{v['injected']})" in text
 
 
 def test_the_bench_table_shows_the_library_wall_side_by_side() -> None:
