@@ -108,8 +108,8 @@ driver and the floor read without a limit."""
 
 FLOOR = "Python floor"
 PER_CALL[FLOOR] = ("prepare: GET the ResourceClaim (the fake's API client), UID checked, the allocation's devices "
-                   "returned; unprepare: answers success. Nothing kept, no CDI spec, no device touched; coroutine "
-                   "handlers on grpc.aio's event loop (draguard.harness.bench_floor).")
+                   "returned; unprepare: answers success. Nothing kept, no CDI spec, no device touched; a synchronous "
+                   "grpc.server with 16 threads (draguard.harness.bench_floor).")
 
 
 def _fsync_ms(directory: Path, n: int = 30) -> float:
