@@ -74,7 +74,8 @@ def test_driver_calls_at_its_smallest(tmp_path: Path) -> None:
     assert r["prepare_latency_ratio_median"] > 0 and isinstance(r["met"], bool)
     # the Python floor answered every claim in the latency phase (a wrong answer raises) and is compared
     assert sample[FLOOR]["prepare_ms"]["n"] == 4 and sample[FLOOR]["unprepare_ms"]["n"] == 4, sample
-    floors = (r["floor_prepare_latency_ratio_median"], r["floor_unprepare_latency_ratio_median"])
+    floors = (r["floor_prepare_latency_ratio_median"], r["floor_unprepare_latency_ratio_median"],
+              r["floor_throughput_ratio_median"])
     assert r["reachable_in_python"] == all(v <= 1.0 for v in floors) and min(floors) > 0
     assert set(r["fake_over_floor_ms"]) == {"prepare", "unprepare"}
     # the comparison says what each driver did per call, and the fake ran without the modelled reset wait
