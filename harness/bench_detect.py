@@ -84,6 +84,7 @@ class _Injector:
         self.interval = interval
         self.rng = random.Random(seed)
         self.sent: dict[str, float] = {}  # claim name -> monotonic time just before its allocation was written
+        self.acked: dict[str, float] = {}  # claim name -> monotonic time the API server answered that write
         self.used: set[tuple[str, str, str]] = set()  # devices double-allocated so far
         self.error: BaseException | None = None
         self.stop = threading.Event()
@@ -137,6 +138,7 @@ class _Injector:
                                             "nodeSelector": victim["status"]["allocation"].get("nodeSelector")}}  # fmt: skip
             self.sent[name] = time.monotonic()
             kube.replace(obj, "status")
+            self.acked[name] = time.monotonic()
         return True
 
     def _wait_running(self, pods: int) -> Kube | None:
@@ -211,7 +213,9 @@ def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progre
              f"p50 {statistics.median(latencies.values()) if latencies else None} s, max "
              f"{max(latencies.values()) if latencies else None} s; run ok={result.ok}")  # fmt: skip
     return {"injected": len(injector.sent), "reported": len(latencies), "missed": missed,
-            "latency_s": latencies, "watch_s": watched, "phase": phase, "judge_interval_s": JUDGE_INTERVAL, "run_ok": result.ok,
+            "latency_s": latencies, "watch_s": watched, "phase": phase,
+            "write_s": {n: round(injector.acked[n] - t, 3) for n, t in injector.sent.items() if n in injector.acked},
+            "judge_interval_s": JUDGE_INTERVAL, "run_ok": result.ok,
             "run_error": result.error, "shortfalls": result.shortfalls, "wall_s": round(result.duration, 1)}  # fmt: skip
 
 
@@ -236,8 +240,10 @@ def bench_detection(repeat: int, progress: Progress, nodes: int = 500, pods: int
         mine = sorted(v for r in runs for n, v in r["latency_s"].items() if r["phase"][n] == label)
         sent = sum(1 for r in runs for p in r["phase"].values() if p == label)
         watch = sorted(v for r in runs for n, v in r["watch_s"].items() if r["phase"][n] == label)
+        write = sorted(v for r in runs for n, v in r.get("write_s", {}).items() if r["phase"][n] == label)
         by_phase[label] = {"injected": sent, "reported": len(mine), "p50": q(0.5, mine), "p99": q(0.99, mine),
-                           "max": mine[-1] if mine else None, "watch_p50": q(0.5, watch), "watch_p99": q(0.99, watch)}  # fmt: skip
+                           "max": mine[-1] if mine else None, "watch_p50": q(0.5, watch), "watch_p99": q(0.99, watch),
+                           "write_p50": q(0.5, write), "write_p99": q(0.99, write)}  # fmt: skip
     p99 = q(0.99)
     return {
         "unit": "s (detection latency p50, live)",

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import builtins
 import http.client
+import itertools
 import re
 import select
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,6 +261,47 @@ class _Connections:
         if not answer.keep or not self._put(sock):
             sock.close()
         return answer.status, b"".join(answer.body)
+
+    def stream(self, url: str, headers: Mapping[str, str], connect_timeout: float,
+               read_timeout: float) -> Generator[tuple[int, bytes], None, None]:  # fmt: skip
+        """GET ``url`` on a connection of its own (a watch) and yield ``(status, body bytes)`` as they
+        arrive: everything one read of the socket returns, the chunked framing removed, in one piece.
+
+        Why not urllib3 for watches: it reads a chunked answer one chunk (one watch event) at a time,
+        each read a blocking call that gives up the GIL and must take it back. While a runner creates
+        thousands of pods from many threads, taking it back costs up to the interpreter's switch
+        interval (5 ms) each time, so a watch fell seconds behind the events it was sent (issue 12's
+        detection latency). Here one read takes whatever the server has sent, up to 256 KiB. Raises
+        OSError or http.client.HTTPException; the generator's ``close`` closes the connection."""
+        parts = urlsplit(url)
+        target = _checked(parts.path + (f"?{parts.query}" if parts.query else ""), "request target", _NOT_IN_TARGET)
+        head = [f"GET {target} HTTP/1.1", f"Host: {self.host_header}"]
+        head += [f"{name}: {_checked(str(value), name)}" for name, value in headers.items()]
+        sock = self._new(connect_timeout)
+        try:
+            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            sock.settimeout(read_timeout)
+            answer = _Answer()
+            told = False
+            while not answer.done:
+                chunk = sock.recv(_RECV_SIZE)
+                if not chunk:
+                    if not answer.headers_done:
+                        raise http.client.RemoteDisconnected("the API server closed the watch without an answer")
+                    raise http.client.IncompleteRead(b"")  # closed mid-answer: the watch did not end as sent
+                try:
+                    answer.parser.feed_data(chunk)
+                except httptools.HttpParserError as exc:
+                    raise http.client.HTTPException(f"unreadable answer from the API server: {exc}") from exc
+                if answer.body:
+                    piece = b"".join(answer.body)
+                    answer.body.clear()
+                    told = True
+                    yield answer.parser.get_status_code(), piece
+            if not told:  # an answer without a body (a watch that timed out with no event, an empty error)
+                yield answer.status, b""
+        finally:
+            sock.close()
 
     @staticmethod
     def _answer(sock: socket.socket) -> _Answer:
@@ -553,22 +595,33 @@ class Kube:
         }
         path = self.path(k, namespace=namespace)
         url, hdrs = self._serialize("GET", path, query, {"Accept": "application/json"})
+        pieces: Iterator[bytes]
+        close: Callable[[], None]
         try:
-            resp = self._pool.request(
-                "GET",
-                url,
-                headers=hdrs,
-                preload_content=False,
-                timeout=urllib3.Timeout(connect=10, read=timeout_seconds + 30),
-                retries=False,
-            )
-        except urllib3.exceptions.HTTPError as exc:
+            if self._connections is not None:
+                answer = self._connections.stream(url, hdrs, 10, timeout_seconds + 30)
+                status, first = next(answer)
+                if status >= 400:
+                    body = first + b"".join(p for _, p in answer)
+                    raise ApiError(status, "WATCH", path, jsonfast.loads(body or b"{}"))
+                pieces, close = itertools.chain((first,), (p for _, p in answer)), answer.close
+            else:
+                resp = self._pool.request(
+                    "GET",
+                    url,
+                    headers=hdrs,
+                    preload_content=False,
+                    timeout=urllib3.Timeout(connect=10, read=timeout_seconds + 30),
+                    retries=False,
+                )
+                if resp.status >= 400:
+                    raise ApiError(resp.status, "WATCH", path, jsonfast.loads(resp.data or b"{}"))
+                pieces, close = resp.stream(65536, decode_content=True), resp.release_conn
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             raise HarnessError(f"watch {path}: cannot reach the API server: {exc}") from exc
         try:
-            if resp.status >= 400:
-                raise ApiError(resp.status, "WATCH", path, jsonfast.loads(resp.data or b"{}"))
             buf = b""
-            for chunk in resp.stream(65536, decode_content=True):
+            for chunk in pieces:
                 if stop is not None and stop.is_set():
                     return
                 buf = buf + chunk if buf else chunk
@@ -586,12 +639,12 @@ class Kube:
                     obj.setdefault("kind", k.kind)
                     obj.setdefault("apiVersion", k.api_version)
                     yield etype, obj
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
             if stop is not None and stop.is_set():
                 return
             raise HarnessError(f"watch {path}: connection lost: {exc}") from exc
         finally:
-            resp.release_conn()
+            close()
 
     def list_watch(
         self,

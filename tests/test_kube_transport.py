@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import Configuration
 
+from draguard.harness.errors import HarnessError
 from draguard.harness.kube import ApiError, Kube, _Connections
 
 
@@ -234,3 +235,60 @@ def test_a_request_body_goes_out_as_utf8_json_with_its_byte_length() -> None:
     (_, head, body), = s.seen
     assert json.loads(body) == {"note": "été", "n": 2**70}
     assert f"Content-Length: {len(body)}" in head.decode()
+
+
+def test_a_watch_refused_with_a_status_is_an_api_error_naming_it() -> None:
+    body = b'{"kind":"Status","code":403,"message":"pods is forbidden"}'
+    s = _Scripted([b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)])
+    with pytest.raises(ApiError) as raised:
+        list(_kube(s.port).watch("Pod", timeout_seconds=5))
+    assert raised.value.status == 403 and "forbidden" in str(raised.value)
+
+
+def test_a_watch_cut_off_mid_answer_is_a_lost_connection_after_the_events_before_it() -> None:
+    a = b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n'
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n" % (len(a), a)])
+    seen = []
+    with pytest.raises(HarnessError, match="connection lost"):
+        for _, obj in _kube(s.port).watch("Pod", timeout_seconds=5):
+            seen.append(obj["metadata"]["name"])
+    assert seen == ["a"]
+
+
+def test_a_watch_that_times_out_without_events_ends_quietly() -> None:
+    s = _Scripted([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"])
+    assert list(_kube(s.port).watch("Pod", timeout_seconds=5)) == []
+
+
+class _Trickle(_Listening):
+    """Sends a chunked watch answer's events one at a time, each only once the test asks for it."""
+
+    def __init__(self, events: list[bytes]) -> None:
+        self.events = events
+        self.next = threading.Semaphore(0)
+        super().__init__()
+
+    def _serve(self, conn: socket.socket, n: int) -> None:
+        with conn, conn.makefile("rb") as f:
+            while f.readline() not in (b"\r\n", b""):
+                pass
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for e in self.events:
+                self.next.acquire()
+                conn.sendall(b"%x\r\n%s\r\n" % (len(e), e))
+            conn.sendall(b"0\r\n\r\n")
+
+
+@pytest.mark.parametrize("transport", ["own", "urllib3"])
+def test_each_watch_event_comes_out_as_soon_as_it_arrives(transport: str) -> None:
+    """Not held until more data or the end of the answer: the runner judges what it has seen."""
+    events = [b'{"type":"ADDED","object":{"metadata":{"name":"%d"}}}\n' % i for i in range(3)]
+    s = _Trickle(events)
+    kube = _kube(s.port)
+    if transport == "urllib3":
+        kube._connections = None  # a kubeconfig with a proxy or socket options: urllib3 carries the watch
+    stream = kube.watch("Pod", timeout_seconds=5)
+    for i in range(3):
+        s.next.release()
+        assert next(stream)[1]["metadata"]["name"] == str(i)
+    assert list(stream) == []

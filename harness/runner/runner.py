@@ -109,6 +109,7 @@ class Runner:
         self._settled = False
         self._created: set[str] = set()
         """Workloads whose pods have all been created (Gang.created)."""
+        self._members: dict[str, tuple[str, ...]] | None = None
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
         self._published: dict[DeviceId, Mapping[str, Any]] = {}
@@ -498,16 +499,10 @@ class Runner:
             self.log("some steps are still running; moving on")
 
     def _condition(self, cond: Condition) -> bool:
-        pods = [p for p in self._h().observer.objects("Pod")
-                if p["metadata"].get("labels", {}).get(deploy.WORKLOAD_LABEL) == cond.workload]
+        tally = self._h().observer.tally(cond.workload)
         if cond.phase == "Deleted":
-            live = len([p for p in pods if not p["metadata"].get("deletionTimestamp")])
-            return self.scenario.workload(cond.workload).replicas - live >= cond.count
-        if cond.phase == "Scheduled":
-            n = sum(1 for p in pods if p["spec"].get("nodeName"))
-        else:
-            n = sum(1 for p in pods if p.get("status", {}).get("phase") == cond.phase)
-        return n >= cond.count
+            return self.scenario.workload(cond.workload).replicas - tally["live"] >= cond.count
+        return tally["scheduled" if cond.phase == "Scheduled" else f"phase:{cond.phase}"] >= cond.count
 
     def _run_step(self, step: Step) -> tuple[bool, str]:
         h = self._h()
@@ -716,8 +711,10 @@ class Runner:
         is read again only when its files changed); ``drivers_state=False`` skips the GPU probe."""
         h = self._h()
         grace = self.scenario.timing.gang_grace.total_seconds()
+        if self._members is None:  # named once: 5000 names twice a second cost the judging round
+            self._members = {w.name: w.pod_names() for w in self.scenario.workloads}
         gangs = tuple(
-            Gang(w.name, h.namespace, w.pod_names(), len(w.claims), self._settled,
+            Gang(w.name, h.namespace, self._members[w.name], len(w.claims), self._settled,
                  min_count=w.min_count, grace=grace, created=w.name in self._created)
             for w in self.scenario.workloads
         )

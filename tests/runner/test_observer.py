@@ -1,0 +1,146 @@
+"""The observer's cache as waiters see it: workload tallies and ``wait_for`` under a stream of changes.
+
+No cluster: the changes are fed to ``Observer._apply`` as the watch threads feed them, from real
+threads, so what is checked is the locking and counting the runner relies on during a burst of
+thousands of pod events (issue 12: a step condition that re-counted every pod under the cache's lock
+on every event held the watches up by seconds).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from draguard.harness.runner.deploy import WORKLOAD_LABEL
+from draguard.harness.runner.observe import Observer, Timeline, _Watched
+
+POD = _Watched("Pod", "ns", None, None)
+
+
+def observer() -> Observer:
+    obs = Observer(kube=None, timeline=Timeline())  # type: ignore[arg-type]  # no watch is started
+    obs.watch("Pod", "ns")
+    return obs
+
+
+def pod(name: str, rv: int, workload: str | None = "w", phase: str = "Pending", node: str | None = None,
+        deleting: bool = False) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": str(rv),
+                          "labels": {WORKLOAD_LABEL: workload} if workload else {}}
+    if deleting:
+        md["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+    return {"kind": "Pod", "metadata": md, "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+
+def test_tally_follows_every_change_of_a_pod() -> None:
+    obs = observer()
+    for i in range(3):
+        obs._apply(POD, "ADDED", pod(f"w-{i}", 1))
+    obs._apply(POD, "ADDED", pod("other-0", 1, workload="other"))
+    obs._apply(POD, "ADDED", pod("bare", 1, workload=None))
+    assert obs.tally("w") == {"phase:Pending": 3, "live": 3}
+    obs._apply(POD, "MODIFIED", pod("w-0", 2, node="n1"))
+    obs._apply(POD, "MODIFIED", pod("w-1", 2, phase="Running", node="n1"))
+    t = obs.tally("w")
+    assert (t["phase:Pending"], t["phase:Running"], t["scheduled"], t["live"]) == (2, 1, 2, 3)
+    obs._apply(POD, "MODIFIED", pod("w-1", 3, phase="Running", node="n1", deleting=True))
+    assert obs.tally("w")["live"] == 2 and obs.tally("w")["phase:Running"] == 1
+    obs._apply(POD, "DELETED", pod("w-1", 4, phase="Running", node="n1", deleting=True))
+    t = obs.tally("w")
+    assert (t["phase:Running"], t["scheduled"], t["live"], t["phase:Pending"]) == (0, 1, 2, 2)
+    # a pod whose workload label changes is counted under its new workload only
+    obs._apply(POD, "MODIFIED", pod("w-2", 5, workload="other"))
+    assert obs.tally("w")["live"] == 1 and obs.tally("other")["live"] == 2
+    assert obs.tally("nobody") == {}
+
+
+def test_tally_agrees_with_counting_the_cache_after_a_random_stream() -> None:
+    import random
+
+    rng = random.Random(7)
+    obs = observer()
+    for rv in range(2000):
+        name = f"p-{rng.randrange(50)}"
+        if rng.random() < 0.15:
+            obs._apply(POD, "DELETED", pod(name, rv))
+            continue
+        obs._apply(POD, "MODIFIED", pod(name, rv, workload=rng.choice(["a", "b", None]),
+                                        phase=rng.choice(["Pending", "Running", "Failed"]),
+                                        node=rng.choice([None, "n1"]), deleting=rng.random() < 0.2))
+    for workload in ("a", "b"):
+        pods = [p for p in obs.objects("Pod") if p["metadata"]["labels"].get(WORKLOAD_LABEL) == workload]
+        t = obs.tally(workload)
+        assert t["live"] == sum(1 for p in pods if "deletionTimestamp" not in p["metadata"])
+        assert t["scheduled"] == sum(1 for p in pods if p["spec"].get("nodeName"))
+        for phase in ("Pending", "Running", "Failed"):
+            assert t[f"phase:{phase}"] == sum(1 for p in pods if p["status"]["phase"] == phase)
+
+
+def test_wait_for_does_not_hold_the_watches_while_it_evaluates() -> None:
+    obs = observer()
+    inside, release = threading.Event(), threading.Event()
+
+    def slow() -> bool:
+        inside.set()
+        release.wait(5)
+        return True
+
+    waiter = threading.Thread(target=obs.wait_for, args=(slow, 10))
+    waiter.start()
+    assert inside.wait(5)
+    applied = threading.Event()
+    # a watch delivering an event while the predicate runs is not blocked by it
+    threading.Thread(target=lambda: (obs._apply(POD, "ADDED", pod("w-0", 1)), applied.set())).start()
+    assert applied.wait(2), "the watch waited for the predicate"
+    release.set()
+    waiter.join(5)
+
+
+def test_wait_for_evaluates_again_on_a_change_and_returns_when_true() -> None:
+    obs = observer()
+    calls = []
+
+    def three_running() -> bool:
+        calls.append(1)
+        return obs.tally("w")["phase:Running"] >= 3
+
+    def feed() -> None:
+        for i in range(3):
+            time.sleep(0.05)
+            obs._apply(POD, "ADDED", pod(f"w-{i}", 1, phase="Running"))
+
+    threading.Thread(target=feed).start()
+    started = time.monotonic()
+    assert obs.wait_for(three_running, 5)
+    assert time.monotonic() - started < 1.0  # woken by the changes, not by the one-second re-check
+    assert 2 <= len(calls) <= 4
+    assert not obs.wait_for(lambda: False, 0.2)
+
+
+def test_a_slow_predicate_is_evaluated_at_most_once_per_four_times_its_cost() -> None:
+    obs = observer()
+    stop = threading.Event()
+    calls = []
+
+    def slow() -> bool:
+        calls.append(time.monotonic())
+        time.sleep(0.02)
+        return False
+
+    def churn() -> None:  # a change every millisecond: without the pause it would run back to back
+        rv = 0
+        while not stop.is_set():
+            rv += 1
+            obs._apply(POD, "MODIFIED", pod("w-0", rv))
+            time.sleep(0.001)
+
+    feeder = threading.Thread(target=churn)
+    feeder.start()
+    try:
+        assert not obs.wait_for(slow, 1.0)
+    finally:
+        stop.set()
+        feeder.join()
+    # 20 ms each, then 60 ms of pause: about 12 in a second (back to back it would be about 50)
+    assert 5 <= len(calls) <= 16, len(calls)
