@@ -14,12 +14,13 @@ from draguard.harness.invariants.snapshot import DeviceId, Obj, Snapshot, ref
 from draguard.harness.invariants.violation import Violation
 from draguard.harness.registry import INVARIANTS
 
-__all__ = ["NAME", "check", "exclusive_users"]
+__all__ = ["NAME", "check", "exclusive_users", "admin_access"]
 
 NAME = "no-double-allocation"
 
 
-def _admin(claim: Obj, result: Obj) -> bool:
+def admin_access(claim: Obj, result: Obj) -> bool:
+    """Whether ``result`` of ``claim`` was allocated with admin access (it may share its device)."""
     if result.get("adminAccess"):
         return True
     spec = request_spec(claim, result.get("request", ""))
@@ -30,7 +31,7 @@ def exclusive_users(snapshot: Snapshot) -> dict[DeviceId, list[Obj]]:
     """Device -> the claims allocated it without admin access (a claim once per result)."""
     users: dict[DeviceId, list[Obj]] = defaultdict(list)
     for claim, result, device in snapshot.allocated():
-        if not _admin(claim, result):
+        if not admin_access(claim, result):
             users[device].append(claim)
     return users
 
@@ -41,7 +42,7 @@ def _shareable(snapshot: Snapshot, driver: str, node: str, device: str) -> bool:
 
 
 def _drivers(snapshot: Snapshot) -> list[Violation]:
-    admin = {(c["metadata"].get("uid"), d.device) for c, r, d in snapshot.allocated() if _admin(c, r)}
+    admin = {(c["metadata"].get("uid"), d.device) for c, r, d in snapshot.allocated() if admin_access(c, r)}
     out: list[Violation] = []
     for state in snapshot.drivers:
         owners: dict[str, set[str]] = defaultdict(set)

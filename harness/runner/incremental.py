@@ -14,6 +14,8 @@ is new since the previous round involves a claim that changed since then:
 
 ``no-double-allocation`` also reads the drivers' books and the device truth (a device prepared for
 two claims on its node); the reduced snapshot carries those whole, so that part is judged every round.
+It needs to know which claims have admin access (allowed to share a prepared device), so claims with
+an admin-access result are judged in every round too (there are few).
 
 When a ResourceSlice or DeviceClass changes (new generation, a taint, another selector) every claim
 is judged again. Violations already reported stay reported (the runner keeps each once).
@@ -22,8 +24,11 @@ is judged again. Violations already reported stay reported (the runner keeps eac
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from ..invariants import Snapshot
+from ..invariants.no_double_allocation import admin_access
+from ..invariants.snapshot import Obj, allocation_results
 
 __all__ = ["INCREMENTAL", "Incremental"]
 
@@ -42,23 +47,38 @@ class Incremental:
     def __init__(self) -> None:
         self._claims: dict[str, str] = {}
         self._world: frozenset[tuple[str, str]] | None = None
+        self._admin: set[str] = set()
         self.last_judged = 0
         """How many claims the last round judged (for benchmarks and tests)."""
+
+    def _note_admin(self, claims: Iterable[Obj], current: dict[str, str]) -> set[str]:
+        """Claims with an admin-access result, noted again for ``claims`` (the changed ones)."""
+        for claim in claims:
+            uid = _version(claim)[0]
+            if any(admin_access(claim, r) for r in allocation_results(claim)):
+                self._admin.add(uid)
+            else:
+                self._admin.discard(uid)
+        self._admin &= current.keys()
+        return set(self._admin)
 
     def reduce(self, snapshot: Snapshot) -> Snapshot:
         world = frozenset(_version(o) for o in (*snapshot.slices, *snapshot.device_classes))
         current = dict(_version(c) for c in snapshot.claims)
         if world != self._world:
             self._world, self._claims = world, current
+            self._admin = set()
+            self._note_admin(snapshot.claims, current)
             self.last_judged = len(snapshot.claims)
             return snapshot
         changed = {uid for uid, rv in current.items() if self._claims.get(uid) != rv}
         self._claims = current
-        if not changed:
+        admin = self._note_admin(tuple(c for c in snapshot.claims if _version(c)[0] in changed), current)
+        if not changed and not admin:
             self.last_judged = 0
             return dataclasses.replace(snapshot, claims=())
         touched = {d for c, _, d in snapshot.allocated() if _version(c)[0] in changed}
-        keep = changed | {_version(c)[0] for c, _, d in snapshot.allocated() if d in touched}
+        keep = changed | admin | {_version(c)[0] for c, _, d in snapshot.allocated() if d in touched}
         claims = tuple(c for c in snapshot.claims if _version(c)[0] in keep)
         self.last_judged = len(claims)
         return dataclasses.replace(snapshot, claims=claims)

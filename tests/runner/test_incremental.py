@@ -77,3 +77,33 @@ def test_random_changes_incremental_finds_what_full_evaluation_finds() -> None:
         reported |= _keys(evaluate(inc.reduce(snap), NAMES))
         full = _keys(evaluate(snap, NAMES))
         assert full <= reported, full - reported
+
+
+def test_a_device_prepared_for_an_admin_claim_and_its_user_is_no_double_allocation_in_any_round() -> None:
+    """The drivers' books are judged every round, and a device prepared for an admin-access claim and
+    for the claim that uses it is allowed: an unchanged round must still know which claim is admin
+    (it judged no claim, and called every shared device a double allocation)."""
+    from draguard.harness.invariants import DeviceId, NodeDriverState
+
+    snap = _synthetic(2, 4, 8)
+    claims = [copy.deepcopy(c) for c in snap.claims]
+    user = claims[0]
+    admin = copy.deepcopy(user)
+    admin["metadata"].update(name="admin", uid="uid-admin")
+    admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    claims.append(admin)
+    r = user["status"]["allocation"]["devices"]["results"][0]
+    device = DeviceId(r["driver"], r["pool"], r["device"])
+    books = NodeDriverState(node=r["pool"], driver=r["driver"], prepared={"uid-0": (device,), "uid-admin": (device,)},
+                            devices={}, cdi_specs=frozenset())  # fmt: skip
+    snap = dataclasses.replace(snap, claims=tuple(claims), drivers=(books,))
+    assert not evaluate(snap, ["no-double-allocation"])["no-double-allocation"]
+    inc = Incremental()
+    for _ in range(3):  # the first round judges everything, the next ones nothing that changed
+        assert not evaluate(inc.reduce(snap), ["no-double-allocation"])["no-double-allocation"]
+    # and a device prepared for two claims without admin access is still found in an unchanged round
+    other = snap.claims[1]["metadata"]["uid"]
+    books = dataclasses.replace(books, prepared={"uid-0": (device,), other: (device,)})
+    found = evaluate(inc.reduce(dataclasses.replace(snap, drivers=(books,))), ["no-double-allocation"])
+    assert found["no-double-allocation"]
