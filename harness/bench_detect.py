@@ -15,6 +15,9 @@ This benchmark makes the violation happen in a live run and times its report:
    after step ``ready`` started).
    Each time the monotonic clock is read just before the write is sent: the violation exists
    from some moment after that. The claims are deleted again before the run's cleanup.
+   The writes are sent by a child process of their own (``python -m draguard.harness.bench_detect``):
+   the write's round trip (``write_s``, from just before it is sent until the API server's answer is
+   read) is then the API server's, not time the runner's threads kept the writer from its answer.
 3. The runner reports a breach when it records it: its ``invariant`` timeline entry (the same clock)
    names the claims of the device. Detection latency = that entry's time - the time before the
    write; an injection without a report within the run is counted as missed.
@@ -30,9 +33,12 @@ Talks to: the local backend (through the runner), the API server (the injected c
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -40,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import DraguardError, HarnessError
 from .kube import RUN_LABEL, Kube
 
 if TYPE_CHECKING:
@@ -87,6 +94,7 @@ class _Injector:
         self.acked: dict[str, float] = {}  # claim name -> monotonic time the API server answered that write
         self.used: set[tuple[str, str, str]] = set()  # devices double-allocated so far
         self.error: BaseException | None = None
+        self.writer: subprocess.Popen[str] | None = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="detection-injector", daemon=True)
 
@@ -131,15 +139,36 @@ class _Injector:
             result = dict(victim["status"]["allocation"]["devices"]["results"][0])
             self.used.add(_device(victim))
             name = f"dup-{len(self.sent)}"
-            obj = kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                               "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: self.runner.run_id}},
-                               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}})  # fmt: skip
-            obj["status"] = {"allocation": {"devices": {"results": [result]},
-                                            "nodeSelector": victim["status"]["allocation"].get("nodeSelector")}}  # fmt: skip
-            self.sent[name] = time.monotonic()
-            kube.replace(obj, "status")
-            self.acked[name] = time.monotonic()
+            claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {"name": name, "namespace": namespace, "labels": {RUN_LABEL: self.runner.run_id}},
+                     "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}}  # fmt: skip
+            status = {"allocation": {"devices": {"results": [result]},
+                                     "nodeSelector": victim["status"]["allocation"].get("nodeSelector")}}  # fmt: skip
+            self.sent[name], self.acked[name] = self._write(claim, status)
         return True
+
+    def _write(self, claim: dict[str, Any], status: dict[str, Any]) -> tuple[float, float]:
+        """Create ``claim`` and write ``status`` through the writer process: (sent, answered), monotonic."""
+        if self.writer is None:
+            kubeconfig = self.runner.live_kubeconfig()
+            if kubeconfig is None:
+                raise HarnessError("detection: the run has no kubeconfig to write its claims with")
+            self.writer = subprocess.Popen(
+                [sys.executable, "-m", "draguard.harness.bench_detect", str(kubeconfig)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert self.writer.stdin is not None and self.writer.stdout is not None
+        self.writer.stdin.write(json.dumps([claim, status]) + "\n")
+        self.writer.stdin.flush()
+        answer = json.loads(self.writer.stdout.readline() or '{"error": "the writer process ended"}')
+        if isinstance(answer, dict):
+            raise HarnessError(f"detection: writing claim {claim['metadata']['name']}: {answer['error']}")
+        return float(answer[0]), float(answer[1])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.kill()
+            self.writer.wait()
+            self.writer = None
 
     def _wait_running(self, pods: int) -> Kube | None:
         """The run's client once ``pods`` pods of ``p`` are Running (None when stopped first)."""
@@ -201,6 +230,7 @@ def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progre
         finally:
             injector.stop.set()
             injector.thread.join(timeout=30)
+            injector.close()
         if injector.error is not None:
             raise injector.error
         timeline = list(result.timeline.events()) if result.timeline is not None else []
@@ -222,8 +252,6 @@ def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progre
 def bench_detection(repeat: int, progress: Progress, nodes: int = 500, pods: int = 1000, devices: int = 8,
                     injections: int = 30) -> dict[str, Any]:  # fmt: skip
     """``injections``: double allocations injected per run (at most ``pods``)."""
-    from .errors import HarnessError
-
     if pods + 2 > nodes * devices:
         raise HarnessError(f"detection: {pods} pods and 2 arrivals do not fit on {nodes} nodes x {devices} devices")
     runs = [_one(nodes, pods, devices, min(injections, pods), seed, progress) for seed in range(repeat)]
@@ -259,3 +287,27 @@ def bench_detection(repeat: int, progress: Progress, nodes: int = 500, pods: int
         "met": bool(values) and reported == injected and p99 is not None and p99 < 1.0,
         "samples": runs,
     }  # fmt: skip
+
+
+def _writer(kubeconfig: str) -> int:
+    """The writer process: for each ``[claim, status]`` line on stdin, create the claim, then write its
+    status; answer ``[sent, answered]`` (monotonic, the clock the runner's timeline reads) or
+    ``{"error": ...}`` on stdout."""
+    kube = Kube.from_kubeconfig(Path(kubeconfig))
+    for line in sys.stdin:
+        claim, status = json.loads(line)
+        try:
+            obj = kube.create(claim)
+            obj["status"] = status
+            sent = time.monotonic()
+            kube.replace(obj, "status")
+            print(json.dumps([sent, time.monotonic()]), flush=True)
+        except DraguardError as exc:
+            print(json.dumps({"error": str(exc)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    from .process import child_main
+
+    sys.exit(child_main(lambda argv: _writer(argv[0])))

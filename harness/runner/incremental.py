@@ -24,7 +24,6 @@ is judged again. Violations already reported stay reported (the runner keeps eac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 
 from ..invariants import Snapshot
 from ..invariants.no_double_allocation import admin_access
@@ -41,44 +40,72 @@ def _version(obj: object) -> tuple[str, str]:
     return str(md.get("uid") or md.get("name")), str(md.get("resourceVersion", ""))
 
 
+def _devices(claim: Obj) -> frozenset[tuple[str, str, str]]:
+    return frozenset((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in allocation_results(claim))
+
+
 class Incremental:
-    """Reduces each round's snapshot to the claims that need judging."""
+    """Reduces each round's snapshot to the claims that need judging. It keeps which claims hold each
+    device (updated for the changed claims only), so that a round costs one pass over the claims'
+    versions, not one over every allocation: the runner judges claims as soon as they change, many
+    times a second while thousands of pods are scheduled."""
 
     def __init__(self) -> None:
         self._claims: dict[str, str] = {}
         self._world: frozenset[tuple[str, str]] | None = None
         self._admin: set[str] = set()
+        self._held: dict[str, frozenset[tuple[str, str, str]]] = {}
+        """Claim -> the devices it is allocated."""
+        self._holders: dict[tuple[str, str, str], set[str]] = {}
+        """Device -> the claims allocated it."""
         self.last_judged = 0
         """How many claims the last round judged (for benchmarks and tests)."""
 
-    def _note_admin(self, claims: Iterable[Obj], current: dict[str, str]) -> set[str]:
-        """Claims with an admin-access result, noted again for ``claims`` (the changed ones)."""
-        for claim in claims:
-            uid = _version(claim)[0]
-            if any(admin_access(claim, r) for r in allocation_results(claim)):
-                self._admin.add(uid)
-            else:
-                self._admin.discard(uid)
-        self._admin &= current.keys()
-        return set(self._admin)
+    def _note(self, uid: str, claim: Obj | None) -> None:
+        """Note again what claim ``uid`` holds and whether it has admin access (``None``: it is gone)."""
+        for d in self._held.pop(uid, ()):
+            holders = self._holders[d]
+            holders.discard(uid)
+            if not holders:
+                del self._holders[d]
+        self._admin.discard(uid)
+        if claim is None:
+            return
+        held = _devices(claim)
+        if held:
+            self._held[uid] = held
+            for d in held:
+                self._holders.setdefault(d, set()).add(uid)
+        if any(admin_access(claim, r) for r in allocation_results(claim)):
+            self._admin.add(uid)
 
     def reduce(self, snapshot: Snapshot) -> Snapshot:
         world = frozenset(_version(o) for o in (*snapshot.slices, *snapshot.device_classes))
-        current = dict(_version(c) for c in snapshot.claims)
+        by_uid: dict[str, Obj] = {}
+        current: dict[str, str] = {}
+        for c in snapshot.claims:
+            uid, rv = _version(c)
+            by_uid[uid], current[uid] = c, rv
         if world != self._world:
             self._world, self._claims = world, current
-            self._admin = set()
-            self._note_admin(snapshot.claims, current)
+            self._held, self._holders, self._admin = {}, {}, set()
+            for uid, c in by_uid.items():
+                self._note(uid, c)
             self.last_judged = len(snapshot.claims)
             return snapshot
         changed = {uid for uid, rv in current.items() if self._claims.get(uid) != rv}
+        for uid in self._claims.keys() - current.keys():
+            self._note(uid, None)
+        for uid in changed:
+            self._note(uid, by_uid[uid])
         self._claims = current
-        admin = self._note_admin(tuple(c for c in snapshot.claims if _version(c)[0] in changed), current)
-        if not changed and not admin:
+        if not changed and not self._admin:
             self.last_judged = 0
             return dataclasses.replace(snapshot, claims=())
-        touched = {d for c, _, d in snapshot.allocated() if _version(c)[0] in changed}
-        keep = changed | admin | {_version(c)[0] for c, _, d in snapshot.allocated() if d in touched}
-        claims = tuple(c for c in snapshot.claims if _version(c)[0] in keep)
+        keep = changed | self._admin
+        for uid in changed:
+            for d in self._held.get(uid, ()):
+                keep |= self._holders[d]
+        claims = tuple(c for uid, c in by_uid.items() if uid in keep)
         self.last_judged = len(claims)
         return dataclasses.replace(snapshot, claims=claims)

@@ -235,6 +235,8 @@ class Observer:
         self._synced: dict[str, threading.Event] = {}
         self._generation = 0
         """Counts changes to the cache; :meth:`wait_for` evaluates a predicate again only after one."""
+        self._changes: Counter[str] = Counter()
+        """Changes per kind (:meth:`changes`)."""
         self._tallies: dict[str, Counter[str]] = {}
         self._pod_facts: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.errors: list[str] = []
@@ -284,6 +286,7 @@ class Observer:
             if w.kind == "Pod":
                 self._count_pod(key, None if etype == "DELETED" else obj)
             self._generation += 1
+            self._changes[w.kind] += 1
             self._changed.notify_all()
         if record:
             md = obj["metadata"]
@@ -349,6 +352,23 @@ class Observer:
         condition costs the same at 5 pods and 5000, however often the pods change."""
         with self._changed:
             return Counter(self._tallies.get(workload, ()))
+
+    def changes(self, kind: str) -> int:
+        """How many changes to ``kind`` the cache has taken so far (a count to pass to :meth:`wait_change`)."""
+        with self._changed:
+            return self._changes[kind]
+
+    def wait_change(self, kind: str, seen: int, timeout: float) -> int:
+        """Block until ``kind`` changed after the count ``seen`` (see :meth:`changes`) or ``timeout``
+        passes; the count now (``seen`` on a timeout)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._changes[kind] == seen and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            return self._changes[kind]
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Block until ``predicate()`` is true or ``timeout`` passes. The predicate is evaluated again

@@ -12,6 +12,7 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
 from draguard.harness.kube import RUN_LABEL
+from draguard.harness.runner import runner as runner_module
 from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
 from draguard.harness.scenario.loader import parse_scenario
 
@@ -30,9 +31,10 @@ spec:
 """
 
 
-@pytest.mark.cluster
-def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def _transient_double_allocation_before_deploy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Makes the run's deployment start with a double allocation that lasts 2 s and is gone (both
+    claims deleted, and seen deleted by the run's watch) before any pod is created; returns the list
+    that gets the number of no-double-allocation violations recorded by then."""
     deploy = Runner._deploy
     seen_at_deploy: list[int] = []
 
@@ -61,6 +63,13 @@ def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_pa
         deploy(self)
 
     monkeypatch.setattr(Runner, "_deploy", deploy_after_a_transient_violation)
+    return seen_at_deploy
+
+
+@pytest.mark.cluster
+def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    seen_at_deploy = _transient_double_allocation_before_deploy(monkeypatch)
     runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path))
     result = runner.run()
     assert result.error is None, result.error
@@ -69,3 +78,18 @@ def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_pa
     (evidence,) = runner.violations["no-double-allocation"].values()
     assert {"twice-0", "twice-1"} <= {o.rsplit("/", 1)[-1] for o in evidence.objects}, evidence
     assert result.ok, result.shortfalls
+
+
+@pytest.mark.cluster
+def test_a_changed_claim_is_judged_without_waiting_for_a_full_round(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Full rounds (every node's driver books and device truth) an hour apart: the claims rounds, run
+    as claims change, still report the 2 s double allocation while it lasts."""
+    monkeypatch.setattr(runner_module, "JUDGE_INTERVAL", 3600.0)
+    seen_at_deploy = _transient_double_allocation_before_deploy(monkeypatch)
+    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path))
+    result = runner.run()
+    assert result.error is None, result.error
+    assert seen_at_deploy == [1], seen_at_deploy
+    (evidence,) = runner.violations["no-double-allocation"].values()
+    assert {"twice-0", "twice-1"} <= {o.rsplit("/", 1)[-1] for o in evidence.objects}, evidence

@@ -144,3 +144,17 @@ def test_a_slow_predicate_is_evaluated_at_most_once_per_four_times_its_cost() ->
         feeder.join()
     # 20 ms each, then 60 ms of pause: about 12 in a second (back to back it would be about 50)
     assert 5 <= len(calls) <= 16, len(calls)
+
+
+def test_wait_change_wakes_on_a_change_of_its_kind_only() -> None:
+    obs = observer()
+    obs.watch("ResourceClaim", "ns")
+    claims = _Watched("ResourceClaim", "ns", None, None)
+    seen = obs.changes("ResourceClaim")
+    assert obs.wait_change("ResourceClaim", seen, 0.05) == seen  # nothing changed: the count it was given
+    threading.Timer(0.05, lambda: obs._apply(POD, "ADDED", pod("w-0", 1))).start()
+    threading.Timer(0.3, lambda: obs._apply(claims, "ADDED", {"metadata": {"name": "c", "namespace": "ns",
+                                                                        "resourceVersion": "1"}})).start()  # fmt: skip
+    started = time.monotonic()
+    assert obs.wait_change("ResourceClaim", seen, 5) == seen + 1
+    assert 0.25 <= time.monotonic() - started < 2  # not woken for good by the pod's change
