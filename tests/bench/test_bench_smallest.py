@@ -109,3 +109,7 @@ def test_detection_at_its_smallest(tmp_path: Path) -> None:
     # each injection is counted in the phase it was sent in, while scheduling or in the steady state
     assert set(sample["phase"]) == set(sample["latency_s"]) and set(sample["phase"].values()) <= {"scheduling", "steady"}
     assert sum(p["injected"] for p in r["by_phase"].values()) == 3
+    # each write answered by the API server before the runner reported it, and seen by the writer's own watch
+    assert set(sample["write_s"]) == set(sample["api_watch_s"]) == set(sample["latency_s"]), sample
+    assert all(0 < sample["write_s"][n] < sample["latency_s"][n] for n in sample["latency_s"]), sample
+    assert all(sample["api_watch_s"][n] > 0 for n in sample["latency_s"]), sample
