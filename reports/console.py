@@ -207,6 +207,8 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                           f"p99 {lat['p99']} s, max {lat['max']} s; {r['reported']}/{r['injected']} reported "
                           f"({r['nodes']} nodes, {r['pods']} pods"
                           + "".join(f"; {k} p99 {v['p99']} s ({v['reported']}/{v['injected']})"
+                                    + (f", the API server's own watch p99 {v['api_watch_p99']} s"
+                                       if v.get("api_watch_p99") is not None else "")
                                     for k, v in (r.get("by_phase") or {}).items() if v["injected"])
                           + f"); target {r['target']}: "
                           f"{'met' if r['met'] else 'NOT met'}")  # fmt: skip

@@ -140,6 +140,9 @@ def test_the_bench_table_shows_the_live_detection_latency_and_what_was_missed() 
     for phase, v in (det.get("by_phase") or {}).items():
         if v["injected"]:
             assert f"{phase} p99 {v['p99']} s ({v['reported']}/{v['injected']})" in text
+            if v.get("api_watch_p99") is not None:
+                assert f"{phase} p99 {v['p99']} s ({v['reported']}/{v['injected']}), the API server's own " \
+                       f"watch p99 {v['api_watch_p99']} s" in text
 
 
 def test_the_bench_table_shows_the_library_wall_side_by_side() -> None:
