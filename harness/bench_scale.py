@@ -33,10 +33,11 @@
   package reuses the control plane's build cache (about 1.5 min, then 10 s to relink; its go.mod
   needs nothing added), and it starts its own etcd from ``$PATH`` on a unix socket. What it does
   need: ``TEST_SRCDIR`` for the test API server's cert fixtures (``-trimpath`` hides their path).
-- ``invariant-cost`` (detection latency): the continuous invariants judged on synthetic snapshots
-  of growing size; a violation is reported at most one judging interval (``JUDGE_INTERVAL``, 0.5 s)
-  plus one evaluation after it is visible in the watch cache, so p99 detection latency = interval +
-  p99 evaluation. Each
+- ``invariant-cost`` (detection latency, modelled): the continuous invariants judged on synthetic
+  snapshots of growing size; a violation the full round finds (the drivers' books, the device truth,
+  gangs) is reported at most one judging interval (``JUDGE_INTERVAL``, 0.5 s) plus one evaluation
+  after it is visible in the watch cache, so its p99 detection latency = interval + p99 evaluation
+  (one in a claim alone is judged sooner, in a claims round; ``detection`` measures the whole live). Each
   size is judged twice: every pod Running with its claim allocated, and every pod pending with its
   template claim not yet in its status (``backlog``: the shape that once made a round pods x claims).
 - ``churn``: ``draguard load`` at a target rate on a local cluster with fake nodes and the driver

@@ -211,7 +211,10 @@ def print_bench(results: Mapping[str, Mapping[str, Any]], console: Console | Non
                                        if v.get("api_watch_p99") is not None else "")
                                     for k, v in (r.get("by_phase") or {}).items() if v["injected"])
                           + f"); target {r['target']}: "
-                          f"{'met' if r['met'] else 'NOT met'}")  # fmt: skip
+                          f"{'met' if r['met'] else 'NOT met'}"
+                          + (f"; draguard's part (after the API server's own watch saw it) p99 "
+                             f"{r['after_api_s']['p99']} s: {'met' if r['met_after_api'] else 'NOT met'}"
+                             if r.get("after_api_s") else ""))  # fmt: skip
         elif name == "driver-calls":
             table.add_row(name, str(r["median"]), r["unit"],
                           f"fake/upstream prepare latency {r['prepare_latency_ratio_median']}, unprepare "

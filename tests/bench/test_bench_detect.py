@@ -34,3 +34,21 @@ def test_the_watch_part_is_the_first_modified_event_of_the_claim() -> None:
                 watched(2.3, "dup-0", "MODIFIED"), watched(2.8, "dup-0", "MODIFIED"),
                 watched(2.5, "p-1-gpu-x", "MODIFIED")]  # fmt: skip
     assert seen_by_watch(timeline, {"dup-0": 102.0, "dup-1": 103.0}, start=100.0) == {"dup-0": 0.3}
+
+
+def test_the_summary_splits_each_phase_into_the_api_servers_part_and_draguards() -> None:
+    from draguard.harness.bench_detect import summarize
+
+    def run(latency: dict[str, float], api: dict[str, float], phase: str) -> dict[str, object]:
+        return {"injected": len(latency) + 1, "reported": len(latency), "latency_s": latency, "api_watch_s": api,
+                "write_s": dict(api), "watch_s": dict(api), "phase": {n: phase for n in [*latency, "dup-9"]}}
+
+    runs = [run({"dup-0": 1.2, "dup-1": 0.3}, {"dup-0": 1.0, "dup-1": 0.2, "dup-9": 0.1}, "scheduling"),
+            run({"dup-2": 0.2}, {"dup-2": 0.05}, "steady")]
+    r = summarize(runs, nodes=2, pods=4, devices=2, injections=3)  # type: ignore[arg-type]
+    assert r["by_phase"]["scheduling"]["after_api_p99"] == 0.2 and r["by_phase"]["steady"]["after_api_p50"] == 0.15
+    assert r["after_api_s"]["max"] == 0.2 and r["latency_s"]["max"] == 1.2
+    # one injection never reported (dup-9 is in neither run's latencies): neither target is met
+    assert r["reported"] == 3 and r["injected"] == 5 and not r["met"] and not r["met_after_api"]
+    whole = summarize([dict(runs[0], injected=2)], nodes=2, pods=4, devices=2, injections=2)  # type: ignore[arg-type]
+    assert not whole["met"] and whole["met_after_api"]  # 1.2 s in all, 0.2 s of it draguard's

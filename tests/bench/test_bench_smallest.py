@@ -113,3 +113,6 @@ def test_detection_at_its_smallest(tmp_path: Path) -> None:
     assert set(sample["write_s"]) == set(sample["api_watch_s"]) == set(sample["latency_s"]), sample
     assert all(0 < sample["write_s"][n] < sample["latency_s"][n] for n in sample["latency_s"]), sample
     assert all(sample["api_watch_s"][n] > 0 for n in sample["latency_s"]), sample
+    # draguard's part is what follows the API server's own watch: less than the whole latency
+    assert 0 < r["after_api_s"]["p99"] <= r["latency_s"]["max"]
+    assert r["met_after_api"] == (r["after_api_s"]["p99"] < 1.0)
