@@ -339,23 +339,14 @@ def _writer(kubeconfig: str, namespace: str) -> int:
     lock = threading.Lock()
     listed = threading.Event()
 
+    def changed(etype: str, obj: dict[str, Any]) -> None:
+        if etype == "MODIFIED" and (obj.get("status") or {}).get("allocation"):
+            with lock:
+                seen.setdefault(obj["metadata"].get("name", ""), time.monotonic())
+
     def watch() -> None:
-        rv = ""
-        while True:
-            try:
-                if not rv:
-                    _, rv = kube.list("ResourceClaim", namespace)
-                    listed.set()
-                for etype, obj in kube.watch("ResourceClaim", namespace, rv, timeout_seconds=300):
-                    rv = obj["metadata"].get("resourceVersion", rv)
-                    name = obj["metadata"].get("name", "")
-                    if etype == "MODIFIED" and (obj.get("status") or {}).get("allocation"):
-                        with lock:
-                            if name not in seen:
-                                seen[name] = time.monotonic()
-            except DraguardError:
-                rv = ""
-                time.sleep(0.2)
+        kube.list_watch("ResourceClaim", lambda items: listed.set(), changed, threading.Event(), namespace,
+                        timeout_seconds=300)  # fmt: skip
 
     threading.Thread(target=watch, daemon=True).start()
     listed.wait(60)

@@ -231,13 +231,7 @@ class _Connections:
     def request(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str],
                 timeout: float) -> tuple[int, bytes]:  # fmt: skip
         """One call; the answer's status and body. Raises OSError or http.client.HTTPException."""
-        parts = urlsplit(url)
-        target = _checked(parts.path + (f"?{parts.query}" if parts.query else ""), "request target", _NOT_IN_TARGET)
-        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}"]
-        head += [f"{name}: {_checked(str(value), name)}" for name, value in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            head.append(f"Content-Length: {len(body or b'')}")
-        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        data = self._message(method, url, body, headers)
         sock, reused = self._take(timeout)
         while True:
             sent = False
@@ -262,6 +256,17 @@ class _Connections:
             sock.close()
         return answer.status, b"".join(answer.body)
 
+    def _message(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str]) -> bytes:
+        """The request's head and body as one piece of bytes (refused before sending if it would break
+        the head)."""
+        parts = urlsplit(url)
+        target = _checked(parts.path + (f"?{parts.query}" if parts.query else ""), "request target", _NOT_IN_TARGET)
+        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}"]
+        head += [f"{name}: {_checked(str(value), name)}" for name, value in headers.items()]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            head.append(f"Content-Length: {len(body or b'')}")
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
     def stream(self, url: str, headers: Mapping[str, str], connect_timeout: float,
                read_timeout: float) -> Generator[tuple[int, bytes], None, None]:  # fmt: skip
         """GET ``url`` on a connection of its own (a watch) and yield ``(status, body bytes)`` as they
@@ -273,13 +278,10 @@ class _Connections:
         interval (5 ms) each time, so a watch fell seconds behind the events it was sent (issue 12's
         detection latency). Here one read takes whatever the server has sent, up to 256 KiB. Raises
         OSError or http.client.HTTPException; the generator's ``close`` closes the connection."""
-        parts = urlsplit(url)
-        target = _checked(parts.path + (f"?{parts.query}" if parts.query else ""), "request target", _NOT_IN_TARGET)
-        head = [f"GET {target} HTTP/1.1", f"Host: {self.host_header}"]
-        head += [f"{name}: {_checked(str(value), name)}" for name, value in headers.items()]
+        data = self._message("GET", url, None, headers)
         sock = self._new(connect_timeout)
         try:
-            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            sock.sendall(data)
             sock.settimeout(read_timeout)
             answer = _Answer()
             told = False

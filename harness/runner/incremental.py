@@ -27,7 +27,7 @@ import dataclasses
 
 from ..invariants import Snapshot
 from ..invariants.no_double_allocation import admin_access
-from ..invariants.snapshot import Obj, allocation_results
+from ..invariants.snapshot import DeviceId, Obj, allocation_results
 
 __all__ = ["INCREMENTAL", "Incremental"]
 
@@ -40,8 +40,8 @@ def _version(obj: object) -> tuple[str, str]:
     return str(md.get("uid") or md.get("name")), str(md.get("resourceVersion", ""))
 
 
-def _devices(claim: Obj) -> frozenset[tuple[str, str, str]]:
-    return frozenset((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in allocation_results(claim))
+def _devices(claim: Obj) -> frozenset[DeviceId]:
+    return frozenset(DeviceId(r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in allocation_results(claim))
 
 
 class Incremental:
@@ -54,9 +54,9 @@ class Incremental:
         self._claims: dict[str, str] = {}
         self._world: frozenset[tuple[str, str]] | None = None
         self._admin: set[str] = set()
-        self._held: dict[str, frozenset[tuple[str, str, str]]] = {}
+        self._held: dict[str, frozenset[DeviceId]] = {}
         """Claim -> the devices it is allocated."""
-        self._holders: dict[tuple[str, str, str], set[str]] = {}
+        self._holders: dict[DeviceId, set[str]] = {}
         """Device -> the claims allocated it."""
         self.last_judged = 0
         """How many claims the last round judged (for benchmarks and tests)."""

@@ -233,10 +233,8 @@ class Observer:
         self._stop = threading.Event()
         self._changed = threading.Condition()
         self._synced: dict[str, threading.Event] = {}
-        self._generation = 0
-        """Counts changes to the cache; :meth:`wait_for` evaluates a predicate again only after one."""
         self._changes: Counter[str] = Counter()
-        """Changes per kind (:meth:`changes`)."""
+        """Changes per kind (:meth:`changes`); :meth:`wait_for` evaluates a predicate again only after one."""
         self._tallies: dict[str, Counter[str]] = {}
         self._pod_facts: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.errors: list[str] = []
@@ -285,7 +283,6 @@ class Observer:
                     record = False
             if w.kind == "Pod":
                 self._count_pod(key, None if etype == "DELETED" else obj)
-            self._generation += 1
             self._changes[w.kind] += 1
             self._changed.notify_all()
         if record:
@@ -380,9 +377,9 @@ class Observer:
         seen = -1
         while True:
             with self._changed:
-                if self._generation == seen and not self._stop.is_set():
+                if self._changes.total() == seen and not self._stop.is_set():
                     self._changed.wait(max(0.0, min(deadline - time.monotonic(), 1.0)))
-                seen = self._generation
+                seen = self._changes.total()
             started = time.monotonic()
             if predicate():
                 return True

@@ -27,6 +27,7 @@ Talks to: the cluster backend, the fake driver and fake nodes (as processes), th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -725,22 +726,10 @@ class Runner:
         drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
         truth = tuple(self._truth(h.node_root, n).read() for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
-        with self._published_lock:
-            published_before = dict(self._published)
-        snap = Snapshot(
-            time=self.timeline.now(),
-            pods=tuple(h.observer.objects("Pod")),
-            claims=tuple(h.observer.objects("ResourceClaim")),
-            slices=tuple(h.observer.objects("ResourceSlice")),
-            device_classes=tuple(h.observer.objects("DeviceClass")),
-            drivers=drivers,
-            initial_inventory=self.initial_inventory,
-            gangs=gangs,
-            gpu_usage=usage or None,
-            device_truth=truth,
-            published_before=published_before,
-            driver_calls=self._driver_calls(h),
-        )
+        pods = tuple(h.observer.objects("Pod"))
+        snap = dataclasses.replace(self._claims_snapshot(), pods=pods, drivers=drivers, gangs=gangs,
+                                   gpu_usage=usage or None, device_truth=truth,
+                                   driver_calls=self._driver_calls(h))  # fmt: skip
         with self._published_lock:
             self._published.update(snap.devices)
         return snap
@@ -800,7 +789,8 @@ class Runner:
                     self.timeline.add("invariant", name, self.scenario.name, "violated", evidence.message)
 
     def _claims_snapshot(self) -> Snapshot:
-        """What a claims round judges: the claims, slices and classes the watches hold now."""
+        """What a claims round judges: the claims, slices and classes the watches hold now (a full
+        round's :meth:`snapshot` adds the rest)."""
         h = self._h()
         with self._published_lock:
             published_before = dict(self._published)

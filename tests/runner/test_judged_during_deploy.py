@@ -12,6 +12,7 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
 from draguard.harness.kube import RUN_LABEL
+from draguard.harness.result import ScenarioResult
 from draguard.harness.runner import runner as runner_module
 from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
 from draguard.harness.scenario.loader import parse_scenario
@@ -66,18 +67,23 @@ def _transient_double_allocation_before_deploy(monkeypatch: pytest.MonkeyPatch) 
     return seen_at_deploy
 
 
-@pytest.mark.cluster
-def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    seen_at_deploy = _transient_double_allocation_before_deploy(monkeypatch)
+def _run_and_check_reported(tmp_path: Path, seen_at_deploy: list[int]) -> ScenarioResult:
+    """Run the scenario; the transient double allocation was recorded while the deployment was still to
+    come, naming both claims."""
     runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path))
     result = runner.run()
     assert result.error is None, result.error
-    # recorded while the deployment was still to come, naming both claims; the run meets its expectation
     assert seen_at_deploy == [1], seen_at_deploy
     (evidence,) = runner.violations["no-double-allocation"].values()
     assert {"twice-0", "twice-1"} <= {o.rsplit("/", 1)[-1] for o in evidence.objects}, evidence
-    assert result.ok, result.shortfalls
+    return result
+
+
+@pytest.mark.cluster
+def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    result = _run_and_check_reported(tmp_path, _transient_double_allocation_before_deploy(monkeypatch))
+    assert result.ok, result.shortfalls  # and the run meets its expectation
 
 
 @pytest.mark.cluster
@@ -86,10 +92,4 @@ def test_a_changed_claim_is_judged_without_waiting_for_a_full_round(tmp_path: Pa
     """Full rounds (every node's driver books and device truth) an hour apart: the claims rounds, run
     as claims change, still report the 2 s double allocation while it lasts."""
     monkeypatch.setattr(runner_module, "JUDGE_INTERVAL", 3600.0)
-    seen_at_deploy = _transient_double_allocation_before_deploy(monkeypatch)
-    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path))
-    result = runner.run()
-    assert result.error is None, result.error
-    assert seen_at_deploy == [1], seen_at_deploy
-    (evidence,) = runner.violations["no-double-allocation"].values()
-    assert {"twice-0", "twice-1"} <= {o.rsplit("/", 1)[-1] for o in evidence.objects}, evidence
+    _run_and_check_reported(tmp_path, _transient_double_allocation_before_deploy(monkeypatch))
