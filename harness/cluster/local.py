@@ -427,10 +427,12 @@ class LocalCluster:
             self.ports = {k: int(v) for k, v in self._read_state().get("ports", {}).items()}
         for component in reversed(COMPONENT_ORDER):
             if component in self.components:
-                # A teardown need not be graceful: the apiserver alone would wait ~10 s for its watches.
-                self.components[component].stop(timeout=3.0)
+                if remove:  # nothing of it is kept: no component needs to shut down cleanly (saves ~3 s a run)
+                    self.components[component].kill()
+                else:  # need not be graceful either: the apiserver alone would wait ~10 s for its watches
+                    self.components[component].stop(timeout=3.0)
             elif component in pids:
-                kill_pid(pids[component])
+                kill_pid(pids[component], timeout=0.0 if remove else 10.0)
         leftovers = [f"{c} (pid {p})" for c, p in pids.items() if pid_alive(p)]
         if leftovers:
             raise HarnessError(f"cluster {self.name!r}: could not stop {', '.join(leftovers)}")

@@ -199,6 +199,8 @@ def summarize(obj: Obj) -> str:
 
 
 _DELETED_KEPT = 1000
+QUIET_POLL = 0.1
+"""How often wait_quiet looks at the timeline (seconds)."""
 
 
 def pod_facts(pod: Obj) -> tuple[str, ...]:
@@ -391,11 +393,16 @@ class Observer:
                 self._stop.wait(min(3 * cost, deadline - now))
 
     def wait_quiet(self, quiet: float, timeout: float) -> bool:
-        """Block until nothing changed for ``quiet`` seconds (True) or ``timeout`` passes (False)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            n = len(self.timeline)
-            time.sleep(min(quiet, max(0.0, deadline - time.monotonic())))
-            if len(self.timeline) == n:
+        """Block until nothing changed for ``quiet`` seconds on end (True) or ``timeout`` passes (False).
+        The quiet period starts again at each change, not at the next fixed window."""
+        now = time.monotonic()
+        deadline, since, n = now + timeout, now, len(self.timeline)
+        while True:
+            if len(self.timeline) != n:
+                n, since = len(self.timeline), time.monotonic()
+            now = time.monotonic()
+            if now - since >= quiet:
                 return True
-        return False
+            if now >= deadline:
+                return False
+            time.sleep(min(QUIET_POLL, since + quiet - now, deadline - now))
