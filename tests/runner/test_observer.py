@@ -158,3 +158,37 @@ def test_wait_change_wakes_on_a_change_of_its_kind_only() -> None:
     started = time.monotonic()
     assert obs.wait_change("ResourceClaim", seen, 5) == seen + 1
     assert 0.25 <= time.monotonic() - started < 2  # not woken for good by the pod's change
+
+
+def test_wait_quiet_waits_for_the_quiet_period_after_the_last_change_not_for_a_fixed_window() -> None:
+    """Settling (``Runner._settle``) judges once nothing changed for a while: the period counts from the
+    last change, so it ends one period after it (not at the end of a later window), and a stream of
+    changes never counts as quiet."""
+    obs = observer()
+    stop = threading.Event()
+
+    def changes(until: float, prefix: str) -> None:
+        i = 0
+        while time.monotonic() < until and not stop.is_set():
+            i += 1
+            obs._apply(POD, "ADDED", pod(f"{prefix}-{i}", i))
+            time.sleep(0.05)
+
+    started = time.monotonic()
+    feeder = threading.Thread(target=changes, args=(started + 0.7, "a"))
+    feeder.start()
+    assert obs.wait_quiet(quiet=0.5, timeout=5.0)
+    feeder.join()
+    took = time.monotonic() - started
+    last = max(e["t"] for e in obs.timeline.events())
+    # quiet for the whole period after the last change, and ended about one period after it: the old
+    # fixed windows (0-0.5, 0.5-1.0, 1.0-1.5 s) ended at 1.5 s at the earliest
+    assert obs.timeline.now() - last >= 0.5, (took, last)
+    assert 0.7 + 0.5 - 0.1 <= took < 1.45, took
+    feeder = threading.Thread(target=changes, args=(time.monotonic() + 10, "b"))
+    feeder.start()
+    try:
+        assert not obs.wait_quiet(quiet=0.5, timeout=1.5), "changes every 50 ms are never quiet"
+    finally:
+        stop.set()
+        feeder.join()
