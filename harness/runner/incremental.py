@@ -23,7 +23,6 @@ is judged again. Violations already reported stay reported (the runner keeps eac
 
 from __future__ import annotations
 
-import dataclasses
 
 from ..invariants import Snapshot
 from ..invariants.no_double_allocation import admin_access
@@ -53,6 +52,8 @@ class Incremental:
     def __init__(self) -> None:
         self._claims: dict[str, str] = {}
         self._world: frozenset[tuple[str, str]] | None = None
+        self._world_of: tuple[object, object] = (None, None)
+        """The slices and classes tuples ``_world`` was computed from."""
         self._admin: set[str] = set()
         self._held: dict[str, frozenset[DeviceId]] = {}
         """Claim -> the devices it is allocated."""
@@ -80,7 +81,11 @@ class Incremental:
             self._admin.add(uid)
 
     def reduce(self, snapshot: Snapshot) -> Snapshot:
-        world = frozenset(_version(o) for o in (*snapshot.slices, *snapshot.device_classes))
+        if snapshot.slices is self._world_of[0] and snapshot.device_classes is self._world_of[1]:
+            world = self._world  # the very same objects as last round (Observer.frozen)
+        else:
+            world = frozenset(_version(o) for o in (*snapshot.slices, *snapshot.device_classes))
+            self._world_of = (snapshot.slices, snapshot.device_classes)
         by_uid: dict[str, Obj] = {}
         current: dict[str, str] = {}
         for c in snapshot.claims:
@@ -101,11 +106,11 @@ class Incremental:
         self._claims = current
         if not changed and not self._admin:
             self.last_judged = 0
-            return dataclasses.replace(snapshot, claims=())
+            return snapshot.replace(claims=())
         keep = changed | self._admin
         for uid in changed:
             for d in self._held.get(uid, ()):
                 keep |= self._holders[d]
         claims = tuple(c for uid, c in by_uid.items() if uid in keep)
         self.last_judged = len(claims)
-        return dataclasses.replace(snapshot, claims=claims)
+        return snapshot.replace(claims=claims)

@@ -237,6 +237,8 @@ class Observer:
         self._synced: dict[str, threading.Event] = {}
         self._changes: Counter[str] = Counter()
         """Changes per kind (:meth:`changes`); :meth:`wait_for` evaluates a predicate again only after one."""
+        self._frozen: dict[str, tuple[int, tuple[Obj, ...]]] = {}
+        """kind -> (changes when taken, the objects): :meth:`frozen`."""
         self._tallies: dict[str, Counter[str]] = {}
         self._pod_facts: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.errors: list[str] = []
@@ -345,6 +347,16 @@ class Observer:
     def objects(self, kind: str) -> list[Obj]:
         with self._changed:
             return list(self.cache.get(kind, {}).values())
+
+    def frozen(self, kind: str) -> tuple[Obj, ...]:
+        """The objects of ``kind`` now, as a tuple that is the very same object while nothing of ``kind``
+        changed: what is computed from it (a snapshot's published devices) can be kept until it changes."""
+        with self._changed:
+            count = self._changes[kind]
+            kept = self._frozen.get(kind)
+            if kept is None or kept[0] != count:
+                kept = self._frozen[kind] = (count, tuple(self.cache.get(kind, {}).values()))
+            return kept[1]
 
     def tally(self, workload: str) -> Counter[str]:
         """How many of ``workload``'s pods (by its label) have each of :func:`pod_facts` now: a step

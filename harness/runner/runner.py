@@ -27,7 +27,6 @@ Talks to: the cluster backend, the fake driver and fake nodes (as processes), th
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -119,6 +118,10 @@ class Runner:
         self._first_seen: dict[tuple[str, str], float] = {}
         self._published: dict[DeviceId, Mapping[str, Any]] = {}
         """Every device a snapshot saw published, as last published (see Snapshot.published_before)."""
+        self._published_from: object = None
+        """The Snapshot.devices last added to ``_published`` (the same object while no slice changed)."""
+        self._views: Snapshot | None = None
+        """The last full snapshot: its indexes of unchanged objects are handed on (Snapshot.with_views_of)."""
         self._calls: list[DriverCall] = []
         """The interposer's records converted so far (see _driver_calls)."""
         self._calls_lock = threading.Lock()
@@ -726,12 +729,15 @@ class Runner:
         drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
         truth = tuple(self._truth(h.node_root, n).read() for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
-        pods = tuple(h.observer.objects("Pod"))
-        snap = dataclasses.replace(self._claims_snapshot(), pods=pods, drivers=drivers, gangs=gangs,
-                                   gpu_usage=usage or None, device_truth=truth,
-                                   driver_calls=self._driver_calls(h))  # fmt: skip
+        snap = self._claims_snapshot().replace(
+            pods=h.observer.frozen("Pod"), drivers=drivers, gangs=gangs, gpu_usage=usage or None, device_truth=truth,
+            driver_calls=self._driver_calls(h))
+        devices = snap.devices
         with self._published_lock:
-            self._published.update(snap.devices)
+            if devices is not self._published_from:  # computed again: a slice changed
+                self._published.update(devices)
+                self._published_from = devices
+        self._views = snap
         return snap
 
     def _truth(self, root: Path, node: str) -> DeviceTruth:
@@ -794,10 +800,10 @@ class Runner:
         h = self._h()
         with self._published_lock:
             published_before = dict(self._published)
-        return Snapshot(time=self.timeline.now(), claims=tuple(h.observer.objects("ResourceClaim")),
-                        slices=tuple(h.observer.objects("ResourceSlice")),
-                        device_classes=tuple(h.observer.objects("DeviceClass")),
+        snap = Snapshot(time=self.timeline.now(), claims=h.observer.frozen("ResourceClaim"),
+                        slices=h.observer.frozen("ResourceSlice"), device_classes=h.observer.frozen("DeviceClass"),
                         initial_inventory=self.initial_inventory, published_before=published_before)  # fmt: skip
+        return snap.with_views_of(self._views)
 
     def _check_continuously(self) -> None:
         """Judge the continuous invariants: everything every ``JUDGE_INTERVAL``, and in between, as soon

@@ -192,3 +192,19 @@ def test_wait_quiet_waits_for_the_quiet_period_after_the_last_change_not_for_a_f
     finally:
         stop.set()
         feeder.join()
+
+
+def test_frozen_is_the_same_tuple_until_its_kind_changes() -> None:
+    obs = observer()
+    obs.watch("ResourceClaim", "ns")
+    obs._apply(POD, "ADDED", pod("w-0", 1))
+    first = obs.frozen("Pod")
+    assert obs.frozen("Pod") is first and [p["metadata"]["name"] for p in first] == ["w-0"]
+    claim = {"kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "1"}}
+    obs._apply(_Watched("ResourceClaim", "ns", None, None), "ADDED", claim)
+    assert obs.frozen("Pod") is first, "a change of another kind keeps it"
+    obs._apply(POD, "MODIFIED", pod("w-0", 2, phase="Running", node="n1"))
+    second = obs.frozen("Pod")
+    assert second is not first and second[0]["status"]["phase"] == "Running"
+    obs._apply(POD, "DELETED", pod("w-0", 3, phase="Running", node="n1"))
+    assert obs.frozen("Pod") == ()
