@@ -37,6 +37,8 @@ test: binaries browser
 	$(BIN)/python -m draguard.harness.grpcapi.regen --check
 	$(BIN)/lint-imports
 	./.ci/typecheck
-	# Two workers, each test file on one of them (the scenario library's file runs on one worker, so
-	# its CI report covers every scenario); cluster tests start their own control planes.
-	$(BIN)/pytest -n 2 --dist loadfile
+	# Three workers, each test file on one of them, longest first (tests/conftest.py): most of a
+	# cluster test's time is waiting on the scenario's own clock, so three keep two cores busy. The
+	# scenario library's file runs on one worker, so its CI report covers every scenario; cluster
+	# tests start their own control planes.
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder

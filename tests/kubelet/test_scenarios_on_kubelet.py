@@ -1,8 +1,8 @@
 """The incident scenarios of the library on hollow DRA kubelets: every node run by upstream's kubelet
 code instead of the fake agent, the same expectations met (the correct driver holds them; the mutants
 forget-before-reset, silent-health, double-allocation, incomplete-cdi and leave-sharing-state are
-still caught, and so is every mutant no incident scenario pins, by the library scenario that catches it
-on the fake agent). The differential test compares the two agents call by call.
+still caught; every mutant no incident scenario pins is run in test_mutants_on_kubelet.py). The
+differential test compares the two agents call by call.
 
 Incidents only the hardware sees (a container on a failed GPU, a dirty handoff, a container whose
 CDI devices did not resolve) reach the device truth through harness/kubelet/feed.py, which turns the
@@ -22,19 +22,16 @@ which the fake agent advertises and a hollow kubelet's stub device manager does 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from differential import on_agent
 
 import draguard.chaos  # noqa: F401  (registers fault kinds)
-from draguard.harness.killmatrix import run_cell
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-KILL_MATRIX = ROOT / "docs" / "kill-matrix.json"
 ON_KUBELET = [
     "node-agent-restart", "node-loss-returns", "stale-prepare-after-node-restart", "prepare-failure-retry",
     "interposed-prepare-failure",
@@ -49,20 +46,6 @@ ON_KUBELET = [
     "control-plane-restarts", "driver-down-until-cleanup", "driver-restart-under-churn", "gang-deadlock-gang-scheduling",
 ]  # fmt: skip
 
-MUTANT_CELLS = [
-    # (scenario, mutant): the library's catches of the mutants no incident scenario pins (the others are
-    # run above with their pinned mutant), the same cells as docs/kill-matrix.md's on the fake agent.
-    ("crash-during-prepare-force-delete", "prepare-started-leak"),
-    ("crash-during-prepare-force-delete", "unprepare-needs-claim"),
-    ("evict-before-prepare-succeeded", "unknown-unprepare-error"),
-    ("driver-crash-before-prepare-reply", "non-idempotent-prepare"),
-    ("slow-reset-does-not-block-prepare", "lock-across-reset"),
-    ("stale-prepare-after-node-restart", "stale-prepare"),
-    # A kubelet orders a pod's claims by Go map iteration: the healthy claim comes first in some runs,
-    # its device is released before the failing one aborts the call, and the progress the scenario
-    # expects comes anyway (docs/kubelet-differential.md). per-claim-errors judges the call itself.
-    ("failing-claim-does-not-strand-batch", "batch-abort-on-error"),
-]
 
 
 @pytest.mark.cluster
@@ -75,16 +58,3 @@ def test_the_scenario_meets_its_expectations_on_hollow_kubelets(name: str, tmp_p
     assert result.error is None, result.error
     assert set(result.environment["nodeAgents"].values()) == {"kubelet"}
     assert result.ok, problems
-
-
-@pytest.mark.cluster
-@pytest.mark.parametrize("name,mutant", MUTANT_CELLS)
-def test_the_mutant_is_caught_on_hollow_kubelets_as_on_the_fake_agent(name: str, mutant: str, tmp_path: Path) -> None:
-    recorded = {(c["scenario"], c["mutant"]): c for c in json.loads(KILL_MATRIX.read_text())["cells"]}
-    on_fake_agent = recorded[(name, mutant)]
-    assert on_fake_agent["verdict"] == "caught"
-    cell = run_cell(on_agent(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), "kubelet", interpose=False),
-                    mutant, tmp_path)
-    assert cell.verdict == "caught", (cell.verdict, cell.error)
-    # caught for the same reason: a detector the fake agent's run named
-    assert set(cell.detectors) & set(on_fake_agent["detectors"]), (cell.detectors, on_fake_agent["detectors"])
