@@ -404,17 +404,19 @@ class Observer:
             if cost > 0.001:
                 self._stop.wait(min(3 * cost, deadline - now))
 
-    def wait_quiet(self, quiet: float, timeout: float) -> bool:
+    def wait_quiet(self, quiet: float | Callable[[], float], timeout: float) -> bool:
         """Block until nothing changed for ``quiet`` seconds on end (True) or ``timeout`` passes (False).
-        The quiet period starts again at each change, not at the next fixed window."""
+        The quiet period starts again at each change, not at the next fixed window; a callable ``quiet``
+        is asked again as things change (a run with pods still pending needs a longer one)."""
         now = time.monotonic()
         deadline, since, n = now + timeout, now, len(self.timeline)
         while True:
             if len(self.timeline) != n:
                 n, since = len(self.timeline), time.monotonic()
+            needed = quiet() if callable(quiet) else quiet
             now = time.monotonic()
-            if now - since >= quiet:
+            if now - since >= needed:
                 return True
             if now >= deadline:
                 return False
-            time.sleep(min(QUIET_POLL, since + quiet - now, deadline - now))
+            time.sleep(max(0.0, min(QUIET_POLL, since + needed - now, deadline - now)))

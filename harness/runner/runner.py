@@ -10,8 +10,9 @@ Phases, each on the timeline:
    (``timeline.py``), each journaled first; the invariants registered ``judged="continuously"`` are
    judged every :data:`JUDGE_INTERVAL` (half a second) meanwhile, and the expected progress is watched on
    every change;
-5. **settle**: until nothing changes (or the settle timeout); then every invariant but the
-   after-cleanup ones is judged with gangs settled;
+5. **settle**: until nothing changed for :data:`SETTLE_QUIET` (:data:`RETRY_QUIET` while a pod is not
+   running: the scheduler's and kubelet's back-offs) or the settle timeout; then every invariant but
+   the after-cleanup ones is judged with gangs settled;
 6. **cleanup**: faults meant to last "until cleanup" are undone first (a driver left down comes
    back), then the workloads are deleted; once consumers are gone and no driver has a call in
    flight (or the cleanup timeout passed) the ``after-cleanup`` invariants are judged;
@@ -36,7 +37,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -78,6 +79,14 @@ at most this long plus one round's evaluation later: the detection-latency goal 
 (issue 12), and a round at 500 nodes x 4000 claims takes 18 ms incremental, 68 ms whole (p99 69 ms;
 ``draguard bench invariant-cost``, 2026-12-06). Judged once a second, no round however fast could meet it."""
 
+SETTLE_QUIET = 4.0
+"""Seconds without a change after which a run whose pods all run (or ended) is settled."""
+RETRY_QUIET = 11.0
+"""Seconds without a change after which a run with a pod not running is settled: the scheduler retries
+a pod that failed to schedule (an API server restart, no device free yet) only after its back-off,
+up to ``podMaxBackoffSeconds`` (10 s by default, kube-scheduler's KubeSchedulerConfiguration v1), and
+a kubelet retries a failed prepare after a back-off of about as long. After 4 s of quiet such a pod may
+still be bound: a gang judged partial then is the scheduler's back-off, not a partial gang."""
 CLAIMS_ROUND_GAP = 0.1
 """Seconds at least between two claims rounds (see ``Runner._check_continuously``): while thousands of
 pods are scheduled claims change hundreds of times a second, and a claims round costs a few ms."""
@@ -93,6 +102,14 @@ class RunOptions:
     report_dir: Path = Path("draguard-report")
     seed: int | None = None
     progress: Callable[[str], None] = lambda message: None
+
+
+def quiet_needed(pods: Iterable[Obj]) -> float:
+    """The quiet period that settles a run with ``pods``: ``RETRY_QUIET`` while one is not running
+    (pending, bound and not started, or being deleted), else ``SETTLE_QUIET``."""
+    waiting = any((p.get("status") or {}).get("phase") not in ("Running", "Succeeded", "Failed")
+                  or p["metadata"].get("deletionTimestamp") for p in pods)
+    return RETRY_QUIET if waiting else SETTLE_QUIET
 
 
 class Runner:
@@ -120,6 +137,8 @@ class Runner:
         """Every device a snapshot saw published, as last published (see Snapshot.published_before)."""
         self._published_from: object = None
         """The Snapshot.devices last added to ``_published`` (the same object while no slice changed)."""
+        self._quiet_of: tuple[object, float] = (None, SETTLE_QUIET)
+        """The pods ``_settle_quiet`` last looked at, and the quiet period they need."""
         self._views: Snapshot | None = None
         """The last full snapshot: its indexes of unchanged objects are handed on (Snapshot.with_views_of)."""
         self._calls: list[DriverCall] = []
@@ -550,7 +569,7 @@ class Runner:
         h = self._h()
         timeout = self.scenario.settle.timeout.total_seconds()
         deadline = time.monotonic() + timeout
-        quiet = h.observer.wait_quiet(quiet=min(4.0, timeout), timeout=timeout)
+        quiet = h.observer.wait_quiet(quiet=lambda: min(self._settle_quiet(), timeout), timeout=timeout)
         # Quiet is not settled while expected progress has not come yet: a kubelet retries a failed
         # prepare only after its back-off (about 10 s), longer than the quiet period. Wait for it,
         # within the same settle timeout, then for quiet again.
@@ -558,10 +577,20 @@ class Runner:
         while wanted and len(self._progress_seen) < len(wanted) and time.monotonic() < deadline:
             time.sleep(0.5)
             if len(self._progress_seen) == len(wanted):
-                quiet = h.observer.wait_quiet(quiet=min(4.0, timeout), timeout=max(0.0, deadline - time.monotonic()))
+                quiet = h.observer.wait_quiet(quiet=lambda: min(self._settle_quiet(), timeout),
+                                              timeout=max(0.0, deadline - time.monotonic()))
         self._settled = True
-        self.log("settled" if quiet else f"settle timeout ({timeout:.0f}s) reached while still changing")
+        self.log("settled" if quiet else f"settle timeout ({timeout:.0f}s) reached before {self._settle_quiet():.0f}s "
+                 "without a change")
         self._judge(judged("continuously", "at-settle"))
+
+    def _settle_quiet(self) -> float:
+        """How long the run must be without a change to be settled now: ``RETRY_QUIET`` while a pod of
+        the run is not running (pending, bound and not started, being deleted), else ``SETTLE_QUIET``."""
+        pods = self._h().observer.frozen("Pod")
+        if pods is not self._quiet_of[0]:
+            self._quiet_of = (pods, quiet_needed(pods))
+        return self._quiet_of[1]
 
     def _cleanup_phase(self) -> None:
         h = self._h()
