@@ -19,8 +19,8 @@ saw on each device; ``no-leak`` reports processes or memory left on a freed devi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
 import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple, Protocol

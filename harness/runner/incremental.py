@@ -23,7 +23,6 @@ is judged again. Violations already reported stay reported (the runner keeps eac
 
 from __future__ import annotations
 
-
 from ..invariants import Snapshot
 from ..invariants.no_double_allocation import admin_access
 from ..invariants.snapshot import DeviceId, Obj, allocation_results
