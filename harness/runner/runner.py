@@ -86,7 +86,7 @@ RETRY_QUIET = 11.0
 a pod that failed to schedule (an API server restart, no device free yet) only after its back-off,
 up to ``podMaxBackoffSeconds`` (10 s by default, kube-scheduler's KubeSchedulerConfiguration v1), and
 a kubelet retries a failed prepare after a back-off of about as long. After 4 s of quiet such a pod may
-still be bound: a gang judged partial then is the scheduler's back-off, not a partial gang."""
+still be bound later: a gang judged partial then shows the scheduler's back-off, not a partial gang."""
 CLAIMS_ROUND_GAP = 0.1
 """Seconds at least between two claims rounds (see ``Runner._check_continuously``): while thousands of
 pods are scheduled claims change hundreds of times a second, and a claims round costs a few ms."""

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KILL_MATRIX = ROOT / "docs" / "kill-matrix.json"
 
 MUTANT_CELLS = [
-    # (scenario, mutant): the library's catches of the mutants no incident scenario pins (the others are
-    # run above with their pinned mutant), the same cells as docs/kill-matrix.md's on the fake agent.
+    # (scenario, mutant): the library's catches of the mutants no incident scenario pins (the others run
+    # with their pinned mutant in test_scenarios_on_kubelet.py), the same cells as docs/kill-matrix.md's on the fake agent.
     ("crash-during-prepare-force-delete", "prepare-started-leak"),
     ("crash-during-prepare-force-delete", "unprepare-needs-claim"),
     ("evict-before-prepare-succeeded", "unknown-unprepare-error"),

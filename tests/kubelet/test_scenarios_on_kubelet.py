@@ -47,7 +47,6 @@ ON_KUBELET = [
 ]  # fmt: skip
 
 
-
 @pytest.mark.cluster
 @pytest.mark.parametrize("name", ON_KUBELET)
 def test_the_scenario_meets_its_expectations_on_hollow_kubelets(name: str, tmp_path: Path) -> None:
