@@ -134,7 +134,9 @@ class Runner:
         self._stop_checks = threading.Event()
         self._first_seen: dict[tuple[str, str], float] = {}
         self._published: dict[DeviceId, Mapping[str, Any]] = {}
-        """Every device a snapshot saw published, as last published (see Snapshot.published_before)."""
+        """Every device a snapshot saw published, as last published (see Snapshot.published_before).
+        Replaced, never changed in place: snapshots share it (a claims round, many a second, copied
+        5000 devices each time)."""
         self._published_from: object = None
         """The Snapshot.devices last added to ``_published`` (the same object while no slice changed)."""
         self._quiet_of: tuple[object, float] = (None, SETTLE_QUIET)
@@ -764,7 +766,7 @@ class Runner:
         devices = snap.devices
         with self._published_lock:
             if devices is not self._published_from:  # computed again: a slice changed
-                self._published.update(devices)
+                self._published = {**self._published, **devices}
                 self._published_from = devices
         self._views = snap
         return snap
@@ -807,7 +809,7 @@ class Runner:
         """Note the devices published now (Snapshot.published_before is built from what was noted)."""
         devices = Snapshot(time=0.0, slices=tuple(self._h().observer.objects("ResourceSlice"))).devices
         with self._published_lock:
-            self._published.update(devices)
+            self._published = {**self._published, **devices}
 
     def _judge(self, names: list[str], snapshot: Snapshot | None = None, partial: bool = False) -> None:
         """Judge ``names`` now (over ``snapshot`` if given). A breach with a grace period counts once it
@@ -828,7 +830,7 @@ class Runner:
         round's :meth:`snapshot` adds the rest)."""
         h = self._h()
         with self._published_lock:
-            published_before = dict(self._published)
+            published_before = self._published
         snap = Snapshot(time=self.timeline.now(), claims=h.observer.frozen("ResourceClaim"),
                         slices=h.observer.frozen("ResourceSlice"), device_classes=h.observer.frozen("DeviceClass"),
                         initial_inventory=self.initial_inventory, published_before=published_before)  # fmt: skip
