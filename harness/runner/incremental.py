@@ -45,11 +45,19 @@ def _devices(claim: Obj) -> frozenset[DeviceId]:
 class Incremental:
     """Reduces each round's snapshot to the claims that need judging. It keeps which claims hold each
     device (updated for the changed claims only), so that a round costs one pass over the claims'
-    versions, not one over every allocation: the runner judges claims as soon as they change, many
-    times a second while thousands of pods are scheduled."""
+    identities, not one over every allocation: the runner judges claims as soon as they change, many
+    times a second while thousands of pods are scheduled.
+
+    A claim the watch did not change is the very same object round after round (the observer
+    replaces an object when it changes, never edits it), so a round looks up each claim's identity
+    and reads the version of new objects only. The objects of the last round are kept, so no new
+    object can take the identity of one that was noted."""
 
     def __init__(self) -> None:
-        self._claims: dict[str, str] = {}
+        self._objs: dict[str, Obj] = {}
+        """Claim UID -> the claim object judged last."""
+        self._uids: dict[int, str] = {}
+        """``id()`` of each object in ``_objs`` -> its UID."""
         self._world: frozenset[tuple[str, str]] | None = None
         self._world_of: tuple[object, object] = (None, None)
         """The slices and classes tuples ``_world`` was computed from."""
@@ -63,6 +71,9 @@ class Incremental:
 
     def _note(self, uid: str, claim: Obj | None) -> None:
         """Note again what claim ``uid`` holds and whether it has admin access (``None``: it is gone)."""
+        old = self._objs.pop(uid, None)
+        if old is not None:
+            self._uids.pop(id(old), None)
         for d in self._held.pop(uid, ()):
             holders = self._holders[d]
             holders.discard(uid)
@@ -71,6 +82,8 @@ class Incremental:
         self._admin.discard(uid)
         if claim is None:
             return
+        self._objs[uid] = claim
+        self._uids[id(claim)] = uid
         held = _devices(claim)
         if held:
             self._held[uid] = held
@@ -79,30 +92,35 @@ class Incremental:
         if any(admin_access(claim, r) for r in allocation_results(claim)):
             self._admin.add(uid)
 
+    def _reset(self) -> None:
+        self._objs, self._uids, self._held, self._holders, self._admin = {}, {}, {}, {}, set()
+
     def reduce(self, snapshot: Snapshot) -> Snapshot:
         if snapshot.slices is self._world_of[0] and snapshot.device_classes is self._world_of[1]:
             world = self._world  # the very same objects as last round (Observer.frozen)
         else:
             world = frozenset(_version(o) for o in (*snapshot.slices, *snapshot.device_classes))
             self._world_of = (snapshot.slices, snapshot.device_classes)
-        by_uid: dict[str, Obj] = {}
-        current: dict[str, str] = {}
-        for c in snapshot.claims:
-            uid, rv = _version(c)
-            by_uid[uid], current[uid] = c, rv
         if world != self._world:
-            self._world, self._claims = world, current
-            self._held, self._holders, self._admin = {}, {}, set()
-            for uid, c in by_uid.items():
-                self._note(uid, c)
+            self._world = world
+            self._reset()
+            for c in snapshot.claims:
+                self._note(_version(c)[0], c)
             self.last_judged = len(snapshot.claims)
             return snapshot
-        changed = {uid for uid, rv in current.items() if self._claims.get(uid) != rv}
-        for uid in self._claims.keys() - current.keys():
-            self._note(uid, None)
-        for uid in changed:
-            self._note(uid, by_uid[uid])
-        self._claims = current
+        uids = self._uids
+        new = [c for c in snapshot.claims if id(c) not in uids]
+        changed: set[str] = set()
+        for c in new:
+            uid, rv = _version(c)
+            old = self._objs.get(uid)
+            if old is None or _version(old)[1] != rv:
+                changed.add(uid)
+            self._note(uid, c)  # an equal object read again (a re-list) is noted, not judged
+        if len(self._objs) != len(snapshot.claims):  # some claims are gone
+            present = {uids.get(id(c)) for c in snapshot.claims}
+            for uid in [u for u in self._objs if u not in present]:
+                self._note(uid, None)
         if not changed and not self._admin:
             self.last_judged = 0
             return snapshot.replace(claims=())
@@ -110,6 +128,6 @@ class Incremental:
         for uid in changed:
             for d in self._held.get(uid, ()):
                 keep |= self._holders[d]
-        claims = tuple(c for uid, c in by_uid.items() if uid in keep)
+        claims = tuple(c for c in snapshot.claims if uids.get(id(c)) in keep)
         self.last_judged = len(claims)
         return snapshot.replace(claims=claims)

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError, UsageError
-from ..devices.truth import DeviceTruth
+from ..devices.truth import DeviceTruth, NodeTruth
 from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
@@ -150,6 +150,10 @@ class Runner:
         self._judge_lock = threading.Lock()
         self._driver_states: dict[str, tuple[object, NodeDriverState]] = {}
         self._truths: dict[tuple[Path, str], DeviceTruth] = {}
+        self._truth_states: dict[tuple[Path, str], tuple[object, NodeTruth]] = {}
+        self._driver_paths: dict[str, tuple[object, Path, Path]] = {}
+        """Each node's driver handle, its checkpoint and CDI folder (named once per handle: 500 nodes
+        are looked at twice a second)."""
         """One reader per node's device truth, kept across snapshots: it parses the file again only when
         its bytes changed (a new reader each snapshot parsed every node's truth every second)."""
         self._player: TimelinePlayer | None = None
@@ -702,9 +706,12 @@ class Runner:
         from ..driver.state import checkpoint_path, file_stamp, vouches
 
         h = self._h()
-        root = h.drivers[node].root
-        cdi_dir = h.drivers[node].node_root / node / "cdi"
-        key = (file_stamp(checkpoint_path(root, node, h.driver_name)), file_stamp(cdi_dir))
+        handle = h.drivers[node]
+        named = self._driver_paths.get(node)
+        if named is None or named[0] is not handle:
+            named = (handle, checkpoint_path(handle.root, node, h.driver_name), handle.node_root / node / "cdi")
+            self._driver_paths[node] = named
+        key = (file_stamp(named[1]), file_stamp(named[2]))
         cached = self._driver_states.get(node)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -758,7 +765,7 @@ class Runner:
             for w in self.scenario.workloads
         )
         drivers = tuple(self._driver_state(n) for n in h.drivers) + self._external_states()
-        truth = tuple(self._truth(h.node_root, n).read() for n in h.drivers)
+        truth = tuple(self._truth_now(h.node_root, n) for n in h.drivers)
         usage = self._gpu_usage(h) if drivers_state else {}
         snap = self._claims_snapshot().replace(
             pods=h.observer.frozen("Pod"), drivers=drivers, gangs=gangs, gpu_usage=usage or None, device_truth=truth,
@@ -770,6 +777,20 @@ class Runner:
                 self._published_from = devices
         self._views = snap
         return snap
+
+    def _truth_now(self, root: Path, node: str) -> NodeTruth:
+        """One node's device truth, read again only when its file changed on disk (as ``_driver_state``)."""
+        from ..driver.state import file_stamp, vouches
+
+        reader = self._truth(root, node)
+        key = (file_stamp(reader.path),)
+        cached = self._truth_states.get((root, node))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        read_at = time.time()
+        truth = reader.read()
+        self._truth_states[(root, node)] = (key if vouches(key, read_at) else None, truth)
+        return truth
 
     def _truth(self, root: Path, node: str) -> DeviceTruth:
         reader = self._truths.get((root, node))

@@ -107,3 +107,34 @@ def test_a_device_prepared_for_an_admin_claim_and_its_user_is_no_double_allocati
     books = dataclasses.replace(books, prepared={"uid-0": (device,), other: (device,)})
     found = evaluate(inc.reduce(dataclasses.replace(snap, drivers=(books,))), ["no-double-allocation"])
     assert found["no-double-allocation"]
+
+
+def test_an_equal_claim_read_again_is_not_judged_and_a_deleted_claim_no_longer_holds_its_device() -> None:
+    """Rounds look claims up by identity (the watch replaces a changed object): a claim read again with
+    the same version (a re-list) is a new object but no change; a claim that is gone is forgotten, so a
+    later claim on its device is judged alone, and one that takes a device still held is judged with
+    its holder."""
+    snap = _synthetic(4, 16, 8)
+    inc = Incremental()
+    inc.reduce(snap)
+    relisted = dataclasses.replace(snap, claims=tuple(copy.deepcopy(c) for c in snap.claims))
+    assert not evaluate(inc.reduce(relisted), NAMES)["claim-atomic"]
+    assert inc.last_judged == 0
+    claims = list(relisted.claims)
+    gone = claims.pop(5)
+    held = gone["status"]["allocation"]["devices"]["results"][0]
+    inc.reduce(dataclasses.replace(relisted, claims=tuple(claims)))
+    taker = _bump(claims[0])
+    taker["status"]["allocation"]["devices"]["results"][0].update(pool=held["pool"], device=held["device"])
+    claims[0] = taker
+    after = dataclasses.replace(relisted, claims=tuple(claims))
+    found = evaluate(inc.reduce(after), NAMES)
+    assert inc.last_judged == 1  # the deleted claim's device is free: only the taker is judged
+    assert not found["no-double-allocation"]
+    thief = _bump(claims[1])
+    victim = claims[2]["status"]["allocation"]["devices"]["results"][0]
+    thief["status"]["allocation"]["devices"]["results"][0].update(pool=victim["pool"], device=victim["device"])
+    claims[1] = thief
+    found = evaluate(inc.reduce(dataclasses.replace(after, claims=tuple(claims))), NAMES)
+    assert inc.last_judged == 2
+    assert found["no-double-allocation"]
