@@ -142,6 +142,8 @@ class FakeDriver:
         self._unpreparing: set[str] = set()  # claims whose devices are being reset (lock released)
         self._seq = 0
         self._saves = 0  # checkpoint writes so far; a call that made any syncs the directory before replying
+        self._failed: tuple[int, dict[str, str]] = (-1, {})
+        """(saves when taken, device -> message of each device whose reset failed): :meth:`unhealthy`."""
         self._reprepared = 0
         self._unprepared_at: collections.OrderedDict[str, int] = collections.OrderedDict()
         self.log.info(
@@ -556,8 +558,11 @@ class FakeDriver:
         # then a reset that failed here.
         reported = {**self.nvml.unhealthy(), **self.faults.unhealthy()}
         with self._lock:
-            failed = {n: r.message or "device reset failed" for n, r in self.cp.devices.items()
-                      if r.state is DeviceState.FAILED}  # fmt: skip
+            # The books change only in a call, which saves them before it returns: read again after a save.
+            if self._failed[0] != self._saves:
+                self._failed = (self._saves, {n: r.message or "device reset failed" for n, r in self.cp.devices.items()
+                                              if r.state is DeviceState.FAILED})  # fmt: skip
+            failed = self._failed[1]
         if not reported and not failed:
             return {}
         out = {}
