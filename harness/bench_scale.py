@@ -460,7 +460,10 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
 
         find_scheduler_perf()
     for i in range(repeat):
-        default = _control_plane_only(nodes, pods, devices, None, progress)
+        # The upstream client limits cap the scheduler near 10 pods/s whatever else runs: one measurement
+        # says which ceiling that is, and each later repeat saves its 8 minutes (at 5000 pods).
+        default = _control_plane_only(nodes, pods, devices, None, progress) if i == 0 else {
+            "limits": "upstream defaults", "skipped": "measured in the first repeat only"}
         raised = _control_plane_only(nodes, pods, devices, 500, progress)
         with_leases = _control_plane_only(nodes, pods, devices, 500, progress, leases=True)
         dg = _draguard(nodes, pods, devices, progress)
@@ -485,7 +488,7 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
         "unit": "pods/s", "nodes": nodes, "pods": pods, "devices_per_node": devices,
         "upstream_threshold_pods_per_s": threshold, "upstream_threshold_source": source,
         "median": med(lambda r: r["draguard"]["scheduled_per_s"]),
-        "control_plane_default_limits_median": med(lambda r: r["control_plane_default_limits"]["scheduled_per_s"]),
+        "control_plane_default_limits_median": med(lambda r: r["control_plane_default_limits"].get("scheduled_per_s")),
         "control_plane_raised_limits_median": med(lambda r: r["control_plane_raised_limits"]["scheduled_per_s"]),
         "control_plane_with_leases_median": med(lambda r: r["control_plane_with_leases"]["scheduled_per_s"]),
         "scheduler_perf_median": med(lambda r: r["scheduler_perf"].get("scheduled_per_s")),

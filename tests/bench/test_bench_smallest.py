@@ -116,3 +116,33 @@ def test_detection_at_its_smallest(tmp_path: Path) -> None:
     # draguard's part is what follows the API server's own watch: less than the whole latency
     assert 0 < r["after_api_s"]["p99"] <= r["latency_s"]["max"]
     assert r["met_after_api"] == (r["after_api_s"]["p99"] < 1.0)
+
+
+def test_dra_throughput_measures_the_upstream_limits_once_and_takes_medians_of_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default-limits control plane (8 minutes at 5000 pods, capped by its client limits) runs in the
+    first repeat only; the figures compared side by side are taken in every repeat."""
+    from draguard.harness import bench_scale
+
+    calls: list[int | None] = []
+    rates = iter([30.0, 40.0, 36.0, 33.0, 38.0, 37.0])
+
+    def control_plane(nodes: int, pods: int, devices: int, qps: int | None, progress: object,
+                      leases: bool = False) -> dict:  # type: ignore[type-arg]
+        calls.append(qps)
+        return {"scheduled_per_s": 10.0 if qps is None else next(rates)}
+
+    def draguard(nodes: int, pods: int, devices: int, progress: object) -> dict:  # type: ignore[type-arg]
+        return {"scheduled_per_s": 33.0, "running_per_s": 30.0, "prepare_lag_s": {"p99": 1.0},
+                "lease_age": {"max_s": 9.0}, "harness_overhead": {"machine_share": 0.2, "peak_rss_mib": 900.0}}
+
+    monkeypatch.setattr(bench_scale, "_control_plane_only", control_plane)
+    monkeypatch.setattr(bench_scale, "_draguard", draguard)
+    monkeypatch.setattr(bench_scale, "_scheduler_perf", lambda *a: {"skipped": "not built"})
+    r = bench_scale.bench_dra_throughput(2, lambda m: None, nodes=2, pods=4, devices=2)
+    assert calls == [None, 500, 500, 500, 500]
+    assert r["samples"][1]["control_plane_default_limits"]["skipped"]
+    assert r["control_plane_default_limits_median"] == 10.0
+    assert r["control_plane_raised_limits_median"] == 33.0  # 30 and 36, one per repeat
+    assert [s["draguard_over_control_plane"] for s in r["samples"]] == [1.1, round(33 / 36, 3)]
