@@ -37,13 +37,16 @@ def check(snapshot: Snapshot) -> list[Violation]:
         if not gang.created and not gang.settled:  # still being created by the harness: not a gang yet
             continue
         need = gang.min_count if gang.min_count is not None else len(gang.members)
-        members = [(pod, pod_claims(pod, snapshot)) for pod in _pods(gang, snapshot)]
+        members = []
         complete, holds = 0, False
-        for pod, entries in members:
+        for pod in _pods(gang, snapshot):
+            entries = pod_claims(pod, snapshot)
             allocated = [c for _, c in entries if c is not None and is_allocated(c)]
-            if _bound(pod) and len(entries) >= gang.claims_per_member and len(allocated) == len(entries):
+            if len(allocated) == len(entries) >= gang.claims_per_member and _bound(pod):
                 complete += 1
-            holds = holds or any(allocation_results(c) for c in allocated)
+            if allocated and not holds:
+                holds = any(allocation_results(c) for c in allocated)
+            members.append((pod, allocated))
         if complete >= need or not holds:
             continue  # the common case, judged without naming anything (5000 members, twice a second)
         out.append(_partial(gang, snapshot, members, complete, need))
@@ -59,13 +62,13 @@ def _bound(pod: Obj) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName"))
 
 
-def _partial(gang: Gang, snapshot: Snapshot, members: list[tuple[Obj, list[tuple[str, Obj | None]]]],
-             complete: int, need: int) -> Violation:
-    """The violation of a partial gang, naming the members and claims that hold resources and their devices."""
+def _partial(gang: Gang, snapshot: Snapshot, members: list[tuple[Obj, list[Obj]]], complete: int,
+             need: int) -> Violation:
+    """The violation of a partial gang, naming the members and claims that hold resources and their devices
+    (``members``: each member pod with its allocated claims)."""
     holders: list[str] = []
     claims: dict[str, Obj] = {}
-    for pod, entries in members:
-        allocated = [c for _, c in entries if c is not None and is_allocated(c)]
+    for pod, allocated in members:
         if allocated or _bound(pod):
             holders.append(ref("Pod", pod))
         for claim in allocated:

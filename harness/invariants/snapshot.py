@@ -344,11 +344,16 @@ def pod_claims(pod: Obj, snapshot: Snapshot) -> list[tuple[str, Obj | None]]:
     """
     meta = pod["metadata"]
     ns = meta.get("namespace", "")
-    statuses = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or ()
     out: list[tuple[str, Obj | None]] = []
     for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
         name = entry.get("name", "")
-        claim_name = entry.get("resourceClaimName") or statuses.get(name)
+        claim_name = entry.get("resourceClaimName")
+        if not claim_name:  # a scan, not a dict: a pod names a claim or two, and rounds ask for 5000 pods'
+            for status in statuses:
+                if status.get("name") == name:
+                    claim_name = status.get("resourceClaimName")
+                    break
         claim = snapshot.claims_by_name.get((ns, claim_name)) if claim_name else None
         if claim is None and entry.get("resourceClaimTemplateName"):
             # One lookup, not a scan of every claim: before the resourceclaim controller writes the pod's
