@@ -150,12 +150,13 @@ class Runner:
         self._judge_lock = threading.Lock()
         self._driver_states: dict[str, tuple[object, NodeDriverState]] = {}
         self._truths: dict[tuple[Path, str], DeviceTruth] = {}
+        """One reader per node's device truth, kept across snapshots: it parses the file again only when
+        its bytes changed (a new reader each snapshot parsed every node's truth every second)."""
         self._truth_states: dict[tuple[Path, str], tuple[object, NodeTruth]] = {}
+        """Each node's device truth as last read, with the file stamp that vouches for it (``_truth_now``)."""
         self._driver_paths: dict[str, tuple[object, Path, Path]] = {}
         """Each node's driver handle, its checkpoint and CDI folder (named once per handle: 500 nodes
         are looked at twice a second)."""
-        """One reader per node's device truth, kept across snapshots: it parses the file again only when
-        its bytes changed (a new reader each snapshot parsed every node's truth every second)."""
         self._player: TimelinePlayer | None = None
         self._contexts: dict[str, StepContext] = {}
         self._fired: dict[str, int] = {}
