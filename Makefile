@@ -41,4 +41,4 @@ test: binaries browser
 	# cluster test's time is waiting on the scenario's own clock, so three keep two cores busy. The
 	# scenario library's file runs on one worker, so its CI report covers every scenario; cluster
 	# tests start their own control planes.
-	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=30

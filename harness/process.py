@@ -397,21 +397,33 @@ def in_processes(fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], parallel
     ``fn`` and the jobs must pickle (a module-level function, plain arguments)."""
     ctx = multiprocessing.get_context("spawn")
     out: dict[int, R] = {}
-    with ProcessPoolExecutor(max_workers=parallel, mp_context=ctx, initializer=_worker_signals) as pool:
-        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
-        try:
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    out[i] = fut.result()
-                except Exception as exc:  # noqa: BLE001 - the caller turns it into an error result
-                    out[i] = failed(i, exc)
-                if done is not None:
-                    done(out[i])
-        except KeyboardInterrupt:
-            for fut in futures:
-                fut.cancel()
-            raise
+    pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx, initializer=_worker_signals)
+    futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+    try:
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                out[i] = fut.result()
+            except Exception as exc:  # noqa: BLE001 - the caller turns it into an error result
+                out[i] = failed(i, exc)
+            if done is not None:
+                done(out[i])
+    except KeyboardInterrupt:  # Ctrl-C reached the workers too (one process group): they clean up
+        for fut in futures:
+            fut.cancel()
+        raise
+    except BaseException:
+        # Anything else ending the wait (an error in ``done``, a test's time limit) ends the jobs: the
+        # running ones as SIGTERM does (their runners clean up), the rest never start. Without this the
+        # pool's shutdown below waited for every job still queued (hours for a kill matrix).
+        for fut in futures:
+            fut.cancel()
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(OSError):
+                proc.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [out[i] for i in range(len(jobs))]
 
 

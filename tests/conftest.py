@@ -7,6 +7,12 @@ collected first; a long file that started last would run alone at the end."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+import time
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -26,3 +32,62 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
+class _Watchdog:
+    """Names the tests still running when a test has run for longer than ``STUCK_AFTER``, and when the
+    session is ended by SIGTERM (CI's time limit): the dots of a hung run say nothing about which test
+    hung. On the xdist controller the workers' tests are seen through their start and finish reports."""
+
+    STUCK_AFTER = 900.0
+    """Seconds; the longest test (the kill matrix's first, which runs its module's cells) takes ~400 s."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.running: dict[str, float] = {}
+        self.lock = threading.Lock()
+        self.reported: set[str] = set()
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        with self.lock:
+            self.running[nodeid] = time.monotonic()
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        with self.lock:
+            self.running.pop(nodeid, None)
+
+    def describe(self, why: str) -> str:
+        now = time.monotonic()
+        with self.lock:
+            running = sorted(self.running.items(), key=lambda kv: kv[1])
+        lines = [f"[test watchdog] {why}, {now - self.started:.0f} s into the session; running:"]
+        lines += [f"[test watchdog]   {nodeid} for {now - t0:.0f} s" for nodeid, t0 in running] or [
+            "[test watchdog]   nothing"]
+        return "\n".join(lines) + "\n"
+
+    def watch(self) -> None:
+        while True:
+            time.sleep(30.0)
+            now = time.monotonic()
+            with self.lock:
+                stuck = [n for n, t0 in self.running.items() if now - t0 > self.STUCK_AFTER and n not in self.reported]
+                self.reported.update(stuck)
+            if stuck:
+                sys.__stderr__.write(self.describe(f"{len(stuck)} test(s) over {self.STUCK_AFTER:.0f} s"))
+                sys.__stderr__.flush()
+
+    def on_sigterm(self, signum: int, frame: object) -> None:
+        sys.__stderr__.write(self.describe("ended by SIGTERM"))
+        sys.__stderr__.flush()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller watches
+        return
+    watchdog = _Watchdog()
+    config.pluginmanager.register(watchdog, "draguard-test-watchdog")
+    threading.Thread(target=watchdog.watch, name="test-watchdog", daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, watchdog.on_sigterm)

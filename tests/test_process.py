@@ -153,3 +153,17 @@ def test_a_threshold_the_user_set_is_kept(default_gc: None) -> None:
     gc.set_threshold(1000, 5, 5)
     tune_gc()
     assert gc.get_threshold() == (1000, 5, 5)
+
+
+def test_jobs_end_when_the_wait_for_them_is_ended_by_an_error() -> None:
+    """A failure while waiting (here the ``done`` callback; in CI a test's time limit) ends the running
+    jobs and never starts the queued ones: the pool's shutdown used to wait for all of them."""
+    from draguard.harness.process import in_processes
+
+    def done(result: object) -> None:
+        raise RuntimeError("the caller gives up")
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="gives up"):
+        in_processes(time.sleep, [(0.0,), (120.0,), (120.0,), (120.0,)], 2, lambda i, exc: None, done)
+    assert time.monotonic() - started < 60.0  # one 120 s job was running, two queued
