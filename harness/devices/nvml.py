@@ -13,7 +13,6 @@ control) decides that, as a flaky board would.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -35,8 +34,10 @@ class FakeNvml:
     def __init__(self, truth: DeviceTruth, reset_fails: Callable[[str], bool] | None = None) -> None:
         self.truth = truth
         self.reset_fails = reset_fails or (lambda device: False)
-        self._health: dict[str, str] = {}
-        self._health_stamp: tuple[int, int] | None = None
+        from ..driver.state import StampedReads  # here: the driver package imports this module
+
+        self._health: StampedReads[None, dict[str, str]] = StampedReads()
+        """Devices reported unhealthy, read again when the truth file changed (:meth:`unhealthy`)."""
 
     def install(self, devices: Sequence[InstalledDevice]) -> None:
         """Make sure the devices exist (a driver started without the runner: the machine is as found)."""
@@ -49,15 +50,11 @@ class FakeNvml:
     def unhealthy(self) -> dict[str, str]:
         """Devices the hardware reports unhealthy, with its message (what a health check polls every
         second; the truth file is read again only when it changed)."""
-        from ..driver.state import file_stamp, vouches
+        def read() -> dict[str, str]:
+            return {n: d.health_message or "unhealthy" for n, d in self.truth.read().devices.items()
+                    if d.health == "unhealthy"}  # fmt: skip
 
-        stamp = file_stamp(self.truth.path)
-        if stamp is None or stamp != self._health_stamp:
-            read_at = time.time()
-            self._health = {n: d.health_message or "unhealthy" for n, d in self.truth.read().devices.items()
-                            if d.health == "unhealthy"}  # fmt: skip
-            self._health_stamp = stamp if vouches((stamp,), read_at) else None
-        return dict(self._health)
+        return dict(self._health.get(None, (self.truth.path,), read))
 
     def reset(self, device: str) -> None:
         """Reset and drain ``device``; NvmlError when it is in use or the reset fails."""

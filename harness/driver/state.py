@@ -16,15 +16,19 @@ free or held by a claim that is in the checkpoint, and no device is held by two 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from .. import jsonfast
 from ..errors import HarnessError
 from ..paths import DEFAULT_DRIVER, NodeDirs
+
+K = TypeVar("K")
+T = TypeVar("T")
 
 __all__ = [
     "DeviceState",
@@ -39,6 +43,7 @@ __all__ = [
     "atomic_write",
     "sync_dir",
     "file_stamp",
+    "StampedReads",
     "vouches",
     "STAMP_SETTLED_AFTER",
     "read_checkpoint",
@@ -230,6 +235,27 @@ def vouches(stamps: tuple[tuple[int, int] | None, ...], read_at: float) -> bool:
     stamps stay the same: every mtime lay :data:`STAMP_SETTLED_AFTER` before it, so any later change
     gets a newer one."""
     return all(s is None or read_at - s[0] / 1e9 >= STAMP_SETTLED_AFTER for s in stamps)
+
+
+class StampedReads(Generic[K, T]):
+    """What was last read for each key, kept while the stamps of the files it came from stay the same
+    and :func:`vouches` for the read: readers that poll files every second (a runner reading 500 nodes'
+    books and device truth, a health check) read one again only after it changed."""
+
+    def __init__(self) -> None:
+        self._kept: dict[K, tuple[tuple[tuple[int, int] | None, ...] | None, T]] = {}
+
+    def get(self, key: K, paths: tuple[Path, ...], read: Callable[[], T]) -> T:
+        """``read()``'s value for ``key``, read again unless ``paths`` have the stamps of a vouched read."""
+        stamps = tuple(file_stamp(p) for p in paths)
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] == stamps:
+            return kept[1]
+        read_at = time.time()
+        value = read()
+        # Kept only when the stamps vouch for the read: a change in the same clock tick keeps the stamp.
+        self._kept[key] = (stamps if vouches(stamps, read_at) else None, value)
+        return value
 
 
 def atomic_write(

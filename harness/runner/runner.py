@@ -45,6 +45,7 @@ from typing import Any, Literal
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from ..errors import DraguardError, HarnessError, UsageError
 from ..devices.truth import DeviceTruth, NodeTruth
+from ..driver.state import StampedReads
 from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from ..paths import state_dir
@@ -148,12 +149,13 @@ class Runner:
         self._calls_lock = threading.Lock()
         self._published_lock = threading.Lock()
         self._judge_lock = threading.Lock()
-        self._driver_states: dict[str, tuple[object, NodeDriverState]] = {}
+        self._driver_states: StampedReads[str, NodeDriverState] = StampedReads()
+        """Each node's driver books, read again when its checkpoint or CDI folder changed (``_driver_state``)."""
         self._truths: dict[tuple[Path, str], DeviceTruth] = {}
         """One reader per node's device truth, kept across snapshots: it parses the file again only when
         its bytes changed (a new reader each snapshot parsed every node's truth every second)."""
-        self._truth_states: dict[tuple[Path, str], tuple[object, NodeTruth]] = {}
-        """Each node's device truth as last read, with the file stamp that vouches for it (``_truth_now``)."""
+        self._truth_states: StampedReads[tuple[Path, str], NodeTruth] = StampedReads()
+        """Each node's device truth, read again when its file changed (``_truth_now``)."""
         self._driver_paths: dict[str, tuple[object, Path, Path]] = {}
         """Each node's driver handle, its checkpoint and CDI folder (named once per handle: 500 nodes
         are looked at twice a second)."""
@@ -706,7 +708,7 @@ class Runner:
     def _driver_state(self, node: str) -> NodeDriverState:
         """One node's driver books and CDI specs; read again only when the checkpoint or the CDI
         folder changed on disk (judged every second, at 500 nodes)."""
-        from ..driver.state import checkpoint_path, file_stamp, vouches
+        from ..driver.state import checkpoint_path
 
         h = self._h()
         handle = h.drivers[node]
@@ -714,15 +716,7 @@ class Runner:
         if named is None or named[0] is not handle:
             named = (handle, checkpoint_path(handle.root, node, h.driver_name), handle.node_root / node / "cdi")
             self._driver_paths[node] = named
-        key = (file_stamp(named[1]), file_stamp(named[2]))
-        cached = self._driver_states.get(node)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        read_at = time.time()
-        state = self._read_driver_state(node)
-        # Kept only when the stamps vouch for the read: a change in the same clock tick keeps the stamp.
-        self._driver_states[node] = (key if vouches(key, read_at) else None, state)
-        return state
+        return self._driver_states.get(node, named[1:], lambda: self._read_driver_state(node))
 
     def _read_driver_state(self, node: str) -> NodeDriverState:
         from ..driver.state import read_checkpoint
@@ -783,17 +777,8 @@ class Runner:
 
     def _truth_now(self, root: Path, node: str) -> NodeTruth:
         """One node's device truth, read again only when its file changed on disk (as ``_driver_state``)."""
-        from ..driver.state import file_stamp, vouches
-
         reader = self._truth(root, node)
-        key = (file_stamp(reader.path),)
-        cached = self._truth_states.get((root, node))
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        read_at = time.time()
-        truth = reader.read()
-        self._truth_states[(root, node)] = (key if vouches(key, read_at) else None, truth)
-        return truth
+        return self._truth_states.get((root, node), (reader.path,), reader.read)
 
     def _truth(self, root: Path, node: str) -> DeviceTruth:
         reader = self._truths.get((root, node))
