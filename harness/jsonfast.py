@@ -10,6 +10,12 @@ differences from ``json.dumps`` are handled here rather than left to surprise a 
 beyond 64 bits and a dict with non-string keys are encoded by ``json`` instead (orjson refuses
 them). Decoding errors are ``json.JSONDecodeError`` (orjson's error is a subclass of it), so callers
 catch ``ValueError`` as before.
+
+Decoding keeps one difference: an integer beyond 64 bits (below -2**63 or above 2**64-1) is read as
+a float, where ``json`` keeps it exact. Nothing read here holds one: Kubernetes objects carry int64 at
+most (the API server refuses more), and draguard writes its own files from such values. Looking for
+such numbers first would cost more than the decoding (a regular expression over a 900-byte pod event
+took 8.6 µs against orjson's 3.7 µs).
 """
 
 from __future__ import annotations

@@ -381,9 +381,32 @@ def interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+_ENDING = False
+"""In an :func:`in_processes` worker: a job was interrupted, so the jobs already handed to this worker
+(the pool queues a few ahead, beyond cancelling) are refused instead of run."""
+
+
 def _worker_signals() -> None:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    interrupt_on_sigterm()
+    def handler(signum: int, frame: FrameType | None) -> None:
+        global _ENDING
+        _ENDING = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _job(fn: Callable[..., R], *args: Any) -> R:
+    """One :func:`in_processes` job in its worker; none starts after one was interrupted (the job may
+    have put its own SIGTERM handler in place, so its KeyboardInterrupt counts too)."""
+    global _ENDING
+    if _ENDING:
+        raise HarnessError("not started: the jobs were ended")
+    try:
+        return fn(*args)
+    except KeyboardInterrupt:
+        _ENDING = True
+        raise
 
 
 def in_processes(fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], parallel: int,
@@ -398,7 +421,7 @@ def in_processes(fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], parallel
     ctx = multiprocessing.get_context("spawn")
     out: dict[int, R] = {}
     pool = ProcessPoolExecutor(max_workers=parallel, mp_context=ctx, initializer=_worker_signals)
-    futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
+    futures = {pool.submit(_job, fn, *job): i for i, job in enumerate(jobs)}
     try:
         for fut in as_completed(futures):
             i = futures[fut]
@@ -414,8 +437,9 @@ def in_processes(fn: Callable[..., R], jobs: Sequence[tuple[Any, ...]], parallel
         raise
     except BaseException:
         # Anything else ending the wait (an error in ``done``, a test's time limit) ends the jobs: the
-        # running ones as SIGTERM does (their runners clean up), the rest never start. Without this the
-        # pool's shutdown below waited for every job still queued (hours for a kill matrix).
+        # running ones as SIGTERM does (their runners clean up), the rest never start (``_job``: those a
+        # worker was already handed cannot be cancelled). Without this the pool's shutdown below waited
+        # for every job still queued (hours for a kill matrix).
         for fut in futures:
             fut.cancel()
         for proc in list((getattr(pool, "_processes", None) or {}).values()):

@@ -75,3 +75,38 @@ def test_cleanup_undoes_faults_stops_processes_and_deletes_labelled_objects(drag
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
     assert _journal_entries(tmp_path / "state") == []
+
+
+def test_a_run_ended_by_sigterm_undoes_its_fault_and_leaves_no_process_or_cluster(tmp_path: Path) -> None:
+    """SIGTERM (a CI job's time limit, ``kill``) ends ``draguard run`` as Ctrl-C does: exit 130, the
+    fault undone, the local control plane and every process the run started stopped, its journal and
+    cluster folder gone. (A SIGKILL leaves them to ``draguard cleanup``: the test above.)"""
+    tag = os.urandom(3).hex()
+    scenario = tmp_path / "term.yaml"
+    scenario.write_text(SCENARIO % {"tag": tag})
+    state = tmp_path / "state"
+    env = dict(os.environ, XDG_STATE_HOME=str(state))
+    cmd = [sys.executable, "-m", "draguard.cli", "run", str(scenario), "--report-dir", str(tmp_path / "report")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not any(e.get("entry") == "fault" for e in _journal_entries(state)):
+            assert proc.poll() is None, "the run ended before its fault"
+            time.sleep(0.2)
+        entries = _journal_entries(state)
+        assert any(e.get("entry") == "fault" for e in entries), "the fault was not journaled within 180 s"
+        assert list((state / "draguard" / "clusters").iterdir()), "the run's cluster folder"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err and b"Traceback" not in err, err
+    pids = [int(e["pid"]) for e in entries if e["entry"] == "process"]
+    assert pids, "the run journals the processes it starts"
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3], pid
+    assert _journal_entries(state) == []
+    assert list((state / "draguard" / "clusters").iterdir()) == []
