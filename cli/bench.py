@@ -18,7 +18,7 @@ __all__ = ["command"]
 @click.argument("names", nargs=-1, type=click.Choice(sorted(BENCHMARKS)))
 @click.option("--repeat", type=click.IntRange(1, 50), default=5, show_default=True, help="Samples per benchmark (medians are reported).")
 @click.option("--output-dir", type=click.Path(file_okay=False), default="benchmarks/results", show_default=True)
-@click.option("--nodes", type=click.IntRange(1, 1000), default=None, help="Fake nodes (dra-throughput, invariant-cost, churn, detection).")
+@click.option("--nodes", type=click.IntRange(1, 1000), default=None, help="Fake nodes (dra-throughput, invariant-cost, churn, detection, fake-nodes).")
 @click.option("--pods", type=click.IntRange(1, 20_000), default=None, help="Pods (dra-throughput, invariant-cost, detection); claims per driver (driver-calls).")
 @click.option("--devices", type=click.IntRange(1, 128), default=None, help="Devices per node.")
 @click.option("--reset-ms", type=click.IntRange(0, 60_000), default=None,

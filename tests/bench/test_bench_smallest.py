@@ -3,6 +3,7 @@ figures themselves are for ``draguard bench``, never asserted as timings here)."
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -146,3 +147,39 @@ def test_dra_throughput_measures_the_upstream_limits_once_and_takes_medians_of_t
     assert r["control_plane_default_limits_median"] == 10.0
     assert r["control_plane_raised_limits_median"] == 33.0  # 30 and 36, one per repeat
     assert [s["draguard_over_control_plane"] for s in r["samples"]] == [1.1, round(33 / 36, 3)]
+
+
+def test_watch_decode_and_scenario_load_through_the_bench_command(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The command itself: the two benchmarks without a cluster, their result files and table."""
+    from draguard.cli.main import main
+
+    assert main(["bench", "watch-decode", "scenario-load", "--repeat", "1", "--output-dir", str(tmp_path)]) == 0
+    decode = json.loads((tmp_path / "watch-decode.json").read_text())
+    assert decode["plain_median"] > 0 and decode["typed_median"] > 0 and decode["ratio_typed_over_plain"] > 0
+    assert decode["machine"]["cpus"] and decode["repeat"] == 1
+    load = json.loads((tmp_path / "scenario-load.json").read_text())
+    assert load["files"] == len(list((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml")))
+    assert load["median"] > 0
+    out = capsys.readouterr()
+    assert "watch-decode" in out.out + out.err and "scenario-load" in out.out + out.err
+
+
+@pytest.mark.cluster
+def test_cluster_up_and_fake_nodes_at_their_smallest(tmp_path: Path) -> None:
+    results = run_benchmarks(["cluster-up", "fake-nodes"], 1, tmp_path, lambda m: None, {"count": 3, "duration": 2.0})
+    up = results["cluster-up"]
+    assert len(up["samples"]) == 1 and up["median"] > 0 and up["met"] == (up["median"] < 20)
+    nodes = results["fake-nodes"]
+    (run,) = nodes["samples"]
+    assert nodes["nodes"] == 3 and run["nodes"] == 3
+    assert run["leases"] == 3 and run["stale_leases"] == 0 and run["cpu_s"] > 0, run
+    assert (tmp_path / "cluster-up.json").exists() and (tmp_path / "fake-nodes.json").exists()
+
+
+@pytest.mark.cluster
+def test_kubelet_at_its_smallest(tmp_path: Path) -> None:
+    (r,) = run_benchmarks(["kubelet"], 1, tmp_path, lambda m: None).values()
+    assert r["kubelet_start_s"] > 0 and r["kubelet_rss_idle_mb"] > 0
+    assert len(r["samples"]["kubelet"]) == 1 and len(r["samples"]["fake"]) == 1
+    assert r["bind_to_running_median"]["kubelet"] > 0 and r["bind_to_running_median"]["fake"] > 0
