@@ -15,7 +15,8 @@ CI and tests rely on it)::
          "invariants": {"<name>": {"status": "held"|"violated"|"not-checked", "expected": "hold"|"violate"|null,
                                    "met": bool, "violations": [{"message", "objects", "devices", "time"}],
                                    "note": "<how it was judged, or why not>" (only when set)}},
-         "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status"}],
+         "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status",
+                    "load": {...} (only on a ``load`` step: see :meth:`LoadSummary.as_dict`)}],
          "expectationResults": [{"kind": "progress"|"evidence", "rule", "met", "detail"}]}]}
 
 A scenario not applicable on the driver ``draguard run --driver`` names (``notApplicable``: the
@@ -23,7 +24,10 @@ reason) was not run: ``ok`` is null, it fails nothing, and a run in which no sce
 exits 2 (nothing was checked).
 
 A step fails the scenario when its status is not ``ok`` and it is not ``optional``; so does an
-``expect.progress`` or ``expect.evidence`` entry that was not met.
+``expect.progress`` or ``expect.evidence`` entry that was not met. A ``load`` step (claim churn
+during the chaos) carries what its load measured (:class:`LoadSummary`: per operation kind the
+count, errors and p50/p90/p99/max of each phase, the target and achieved rate); a load that fell
+behind its target rate or could not run is an ``error`` step with the reason in its detail.
 
 The timeline of a scenario is not part of the verdict: :attr:`ScenarioResult.timeline` refers to it
 (a :class:`TimelineSource`, in memory during a run or a file when a finished run is read back), and
@@ -45,6 +49,9 @@ __all__ = [
     "Evidence",
     "InvariantResult",
     "StepResult",
+    "LoadPhase",
+    "LoadKind",
+    "LoadSummary",
     "ExpectationResult",
     "CheckResult",
     "ScenarioResult",
@@ -168,6 +175,111 @@ class InvariantResult:
                    [Evidence.from_dict(v) for v in d.get("violations") or ()], str(d.get("note") or ""))
 
 
+@dataclass(frozen=True)
+class LoadPhase:
+    """The times of one phase of one operation kind of a load, in milliseconds: ``allocated``,
+    ``prepared`` and ``running`` since the operation's objects were created, ``released`` since
+    they were deleted (until every pod and claim of it is gone)."""
+
+    phase: str
+    count: int
+    """Operations that reached this phase or failed to in time."""
+    failures: int
+    """Operations that did not reach it in time (or whose API request failed)."""
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "count": self.count, "failures": self.failures, "p50Ms": self.p50_ms,
+                "p90Ms": self.p90_ms, "p99Ms": self.p99_ms, "maxMs": self.max_ms}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoadPhase:
+        return cls(str(d["phase"]), int(d["count"]), int(d["failures"]), float(d["p50Ms"]), float(d["p90Ms"]),
+                   float(d["p99Ms"]), float(d["maxMs"]))
+
+
+@dataclass(frozen=True)
+class LoadKind:
+    """One operation kind of a load (``gang``, ``template``, ``shared``)."""
+
+    kind: str
+    operations: int
+    """Operations of this kind started (their objects created)."""
+    errors: int
+    """Failed requests of these operations, every phase together (creation included)."""
+    phases: tuple[LoadPhase, ...] = ()
+
+    def phase(self, name: str) -> LoadPhase | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "operations": self.operations, "errors": self.errors,
+                "phases": [p.as_dict() for p in self.phases]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoadKind:
+        return cls(str(d["kind"]), int(d["operations"]), int(d["errors"]),
+                   tuple(LoadPhase.from_dict(p) for p in d.get("phases") or ()))
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """What the claim churn of a ``load`` step measured (``draguard load``'s engine, inside a scenario)."""
+
+    target_rate: float
+    """Operations per second the step asked for, all kinds together."""
+    achieved_rate: float
+    """Operations started per second of the load's duration."""
+    fell_behind: bool
+    """The achieved rate stayed under ``behind_ratio`` of the target: the load did not happen as declared."""
+    behind_ratio: float
+    """The share of the target rate the load must reach (the engine's tolerance)."""
+    duration: float
+    """Seconds during which operations were started."""
+    operations_started: int
+    operations_finished: int
+    """Operations whose objects were all gone again in time (released)."""
+    users: int = 0
+    """Concurrent load users (each runs one operation at a time)."""
+    kinds: tuple[LoadKind, ...] = ()
+    violations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Invariant -> what the load's own judging saw broken (the run's invariants judge the same objects)."""
+    errors: tuple[str, ...] = ()
+    """The distinct failures of its operations, most frequent first (``kind phase: message (×n)``)."""
+    error: str | None = None
+    """Why the load could not run to its end (its process failed or hung); None when it did."""
+    files: str | None = None
+    """Its folder (locust's CSV files, ``summary.json``), relative to the report directory."""
+
+    @property
+    def headline(self) -> str:
+        """One line: target and achieved rate, whether it kept up, operations started and finished."""
+        pace = (f"FELL BEHIND (under {self.behind_ratio:.0%} of the target)" if self.fell_behind
+                else "kept up")  # fmt: skip
+        return (f"target {self.target_rate:g}/s, achieved {self.achieved_rate:g}/s: {pace}; "
+                f"{self.operations_started} operations started, {self.operations_finished} finished in "
+                f"{self.duration:g}s with {self.users} users")  # fmt: skip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"targetRate": self.target_rate, "achievedRate": self.achieved_rate, "fellBehind": self.fell_behind,
+                "behindRatio": self.behind_ratio, "durationSeconds": self.duration,
+                "operationsStarted": self.operations_started, "operationsFinished": self.operations_finished,
+                "users": self.users, "kinds": [k.as_dict() for k in self.kinds],
+                "violations": {n: list(v) for n, v in self.violations.items()}, "errors": list(self.errors),
+                "error": self.error, "files": self.files}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoadSummary:
+        return cls(float(d["targetRate"]), float(d["achievedRate"]), bool(d["fellBehind"]), float(d["behindRatio"]),
+                   float(d["durationSeconds"]), int(d["operationsStarted"]), int(d["operationsFinished"]),
+                   int(d.get("users") or 0), tuple(LoadKind.from_dict(k) for k in d.get("kinds") or ()),
+                   {str(n): tuple(v) for n, v in (d.get("violations") or {}).items()}, tuple(d.get("errors") or ()),
+                   d.get("error"), d.get("files"))
+
+
 @dataclass
 class StepResult:
     name: str
@@ -185,17 +297,23 @@ class StepResult:
     """How often its fault fired (driver/interposer counters); None when not countable."""
     optional: bool = False
     status: StepStatus = "ok"
+    load: LoadSummary | None = None
+    """What the claim churn of a ``load`` step measured; None for every other step."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "fault": self.fault, "t": round(self.t, 3), "ok": self.ok, "detail": self.detail,
-                "due": _round(self.due), "ran": _round(self.ran), "finished": _round(self.finished),
-                "fired": self.fired, "optional": self.optional, "status": self.status}
+        out = {"name": self.name, "fault": self.fault, "t": round(self.t, 3), "ok": self.ok, "detail": self.detail,
+               "due": _round(self.due), "ran": _round(self.ran), "finished": _round(self.finished),
+               "fired": self.fired, "optional": self.optional, "status": self.status}
+        if self.load is not None:
+            out["load"] = self.load.as_dict()
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StepResult:
         return cls(str(d["name"]), str(d["fault"]), float(d["t"]), bool(d["ok"]), str(d.get("detail", "")),
                    d.get("due"), d.get("ran"), d.get("finished"), d.get("fired"), bool(d.get("optional", False)),
-                   d.get("status", "ok" if d["ok"] else "error"))
+                   d.get("status", "ok" if d["ok"] else "error"),
+                   LoadSummary.from_dict(d["load"]) if d.get("load") else None)
 
 
 @dataclass

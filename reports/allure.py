@@ -1,8 +1,8 @@
 """``allure``: Allure results (``allure-results/``) written with allure-python-commons.
 
 One Allure test per scenario x invariant (evidence attached as JSON), one per scenario with its
-chaos steps as Allure steps and its timeline attached, and one per sanity/conformance check;
-``environment.properties`` carries the run's environment. Render them to HTML with Allure 3
+chaos steps as Allure steps (a ``load`` step with its measurements attached) and its timeline
+attached, and one per sanity/conformance check; ``environment.properties`` carries the run's environment. Render them to HTML with Allure 3
 (``npx allure generate allure-results -o allure-report``; no Java needed). The folder is written
 whole to a temporary place and then moved into place.
 """
@@ -86,7 +86,9 @@ def _scenario(w: _Writer, s: ScenarioResult, started: float) -> None:
             name=f"{st.name} ({st.fault})", status=AllureStatus.PASSED if ok else AllureStatus.SKIPPED if st.optional else AllureStatus.FAILED,
             statusDetails=StatusDetails(message=f"{st.status}: {st.detail}" if not ok else st.detail or None),
             start=_ms(started, st.ran if st.ran is not None else st.t), stop=_ms(started, st.finished if st.finished is not None else st.t),
-            parameters=[Parameter("due", str(st.due)), Parameter("fired", str(st.fired))],
+            parameters=[Parameter("due", str(st.due)), Parameter("fired", str(st.fired))]
+            + ([Parameter("load", st.load.headline)] if st.load is not None else []),
+            attachments=[w.attach(f"load of {st.name}", st.load.as_dict())] if st.load is not None else [],
         ))
     attachments = []
     if s.timeline is not None:

@@ -3,7 +3,8 @@
 One ``<testsuite>`` per scenario with one ``<testcase>`` per invariant and per step, plus a suite for
 sanity/conformance checks. A case that did not meet its expectation is a ``<failure>`` whose message
 is the first piece of evidence (all of it in the body); an invariant never checked is ``<skipped>``
-with the reason; a scenario stopped by an error is an ``<error>`` case of the error's class.
+with the reason; a scenario stopped by an error is an ``<error>`` case of the error's class. A
+``load`` step's case carries its rates and per-phase times in its output (or its failure's body).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from draguard.harness.result import CheckResult, Evidence, InvariantResult, RunResult, ScenarioResult, StepResult
+from draguard.harness.result import (CheckResult, Evidence, InvariantResult, LoadSummary, RunResult, ScenarioResult,
+                                     StepResult)
 
 from .files import write_atomic
 from .registry import REPORTS
@@ -53,12 +55,28 @@ def _invariant_case(suite: ET.Element, s: ScenarioResult, inv: InvariantResult) 
     return "passed"
 
 
+def _load_text(load: LoadSummary) -> str:
+    """A load step's measurements as lines: the rates, then per operation kind and phase its times in ms."""
+    lines = [f"load: {load.headline}"]
+    for k in load.kinds:
+        lines.append(f"{k.kind}: {k.operations} started, {k.errors} error(s)")
+        lines += [f"  {p.phase}: {p.count} ({p.failures} failed) p50 {p.p50_ms:.0f} ms, p90 {p.p90_ms:.0f} ms, "
+                  f"p99 {p.p99_ms:.0f} ms, max {p.max_ms:.0f} ms" for p in k.phases]  # fmt: skip
+    lines += [f"load saw {name} violated: {'; '.join(found)}" for name, found in load.violations.items()]
+    lines += [f"failure: {e}" for e in load.errors]
+    if load.error:
+        lines.append(f"error: {load.error}")
+    return "\n".join(lines)
+
+
 def _step_case(suite: ET.Element, s: ScenarioResult, st: StepResult) -> str:
     took = (st.finished - st.ran) if st.finished is not None and st.ran is not None else 0.0
     case = ET.SubElement(suite, "testcase", classname=f"draguard.scenario.{s.name}", name=f"step {st.name} ({st.fault})",
                          time=f"{took:.3f}")
     timing = (f"due={st.due}s ran={st.ran}s finished={st.finished}s fired={st.fired}"
               if st.ran is not None or st.due is not None else f"t={st.t:.1f}s")
+    if st.load is not None:
+        timing += "\n" + _load_text(st.load)
     if st.ok and st.status == "ok":
         ET.SubElement(case, "system-out").text = f"{timing}\n{st.detail}".strip()
         return "passed"

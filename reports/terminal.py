@@ -3,7 +3,9 @@
 Signs: ``✓`` an expectation met, ``✗`` one not met, ``–`` an invariant that was never checked (the
 run stopped before it could be judged, or it cannot be judged on an installed driver; the error or
 the invariant's note says why). A scenario not applicable on the driver shows as such, with the reason. A run stopped by an unusable
-environment prints that one error, not a column of failed invariants.
+environment prints that one error, not a column of failed invariants. A step that failed its scenario
+is named with its status and why. A ``load`` step's target and achieved rate, then its times per
+operation kind and phase (a table, ms), follow its scenario's lines.
 
 :class:`RunProgress` is the progress callback the CLI hands to the runner: one line per phase with
 the time since the scenario started (no source locations), and a rich progress bar with counts and
@@ -25,11 +27,11 @@ from rich.table import Table
 
 from draguard.harness.errors import EXIT_USAGE
 from draguard.harness.progress import Counted
-from draguard.harness.result import InvariantResult, RunResult, ScenarioResult
+from draguard.harness.result import InvariantResult, LoadSummary, RunResult, ScenarioResult
 
 from .registry import REPORTS
 
-__all__ = ["render", "print_summary", "print_paths", "RunProgress", "invariant_mark"]
+__all__ = ["render", "print_summary", "print_paths", "RunProgress", "invariant_mark", "load_table"]
 
 
 def _console() -> Console:
@@ -41,6 +43,19 @@ def invariant_mark(inv: InvariantResult) -> str:
     if inv.status == "not-checked":
         return "–"
     return "✓" if inv.met else "✗"
+
+
+def load_table(load: LoadSummary) -> Table:
+    """A load step's times per operation kind and phase, in milliseconds."""
+    table = Table()
+    for col in ("kind", "phase", "count", "failures", "p50 ms", "p90 ms", "p99 ms", "max ms"):
+        table.add_column(col, justify="left" if col in ("kind", "phase") else "right")
+    for k in load.kinds:
+        for i, p in enumerate(k.phases):
+            table.add_row(k.kind if i == 0 else "", p.phase, str(p.count),
+                          f"[red]{p.failures}[/red]" if p.failures else "0", f"{p.p50_ms:.0f}", f"{p.p90_ms:.0f}",
+                          f"{p.p99_ms:.0f}", f"{p.max_ms:.0f}")  # fmt: skip
+    return table
 
 
 def _invariants(s: ScenarioResult) -> str:
@@ -119,6 +134,18 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
             # without the interposer) is said in the reports, not on every run's screen.
             if inv.note and (inv.expected or inv.status != "not-checked"):
                 say(f"{s.name}: {name}: {escape(inv.note)}", "dim")
+        for st in s.steps:
+            if not (st.status == "ok" or st.optional):
+                say(f"[red]{s.name}: step {st.name} ({st.fault}): {st.status}: {escape(st.detail)}[/red]")
+        for st in s.steps:
+            if st.load is not None:
+                colour = "red" if st.load.fell_behind or st.load.error else "green"
+                say(f"{s.name}: load of step {st.name}: [{colour}]{escape(st.load.headline)}[/{colour}]")
+                console.print(load_table(st.load))
+                for name, found in st.load.violations.items():
+                    say(f"{s.name}: the load of step {st.name} saw {name} violated: {escape(found[0])}", "dim")
+                if st.load.error:
+                    say(f"[red]{s.name}: the load of step {st.name} could not run: {escape(st.load.error)}[/red]")
     applicable = [s for s in result.scenarios if s.not_applicable is None]
     if len(applicable) < len(result.scenarios):
         say(f"{len(result.scenarios) - len(applicable)} of {len(result.scenarios)} scenario(s) not applicable on "

@@ -17,7 +17,8 @@ private to this module and the runner:
   it after a crash); ``ctx.on_undo(fn, until_cleanup=...)`` undoes it in process: faults that last
   "until cleanup" are undone when the cleanup phase starts, the others at teardown;
 - ``ctx.fired(n)`` / ``ctx.count_fired(counter)``: how often the fault struck (a step whose fault
-  never fired fails the scenario); ``ctx.sleep(seconds)`` waits out a duration, cut short by cleanup.
+  never fired fails the scenario); ``ctx.sleep(seconds)`` waits out a duration, cut short by cleanup;
+- ``ctx.record_load(summary)``: what a ``load`` step's churn measured, carried to the step's result.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..driver.faults import CrashPoint
 from ..errors import UsageError
 from ..kube import Kube, Obj
+from ..result import LoadSummary
 from ..scenario.types import Scenario, Step, Target
 from .deploy import MEMBER_LABEL, WORKLOAD_LABEL
 from .journal import Journal, UndoAction
@@ -168,6 +170,8 @@ class StepContext:
     _journal_seq: int | None = None
     _fired: int | None = None
     _counters: list[Callable[[], int]] = field(default_factory=list)
+    load: LoadSummary | None = None
+    """What the step's claim churn measured (``load``), for its :class:`~draguard.harness.result.StepResult`."""
 
     # -- what the step sees ------------------------------------------------------------------
     @property
@@ -236,6 +240,10 @@ class StepContext:
         if self._fired is None and not self._counters:
             return None
         return (self._fired or 0) + sum(c() for c in self._counters)
+
+    def record_load(self, summary: LoadSummary) -> None:
+        """Keep what the step's load measured; it goes to the step's result, even when the step then fails."""
+        self.load = summary
 
     # -- what the run started --------------------------------------------------------------------
     def fake_driver(self, node: str) -> FakeDriverControl:

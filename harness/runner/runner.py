@@ -966,9 +966,11 @@ class Runner:
                 detail = f"started {run.late:.1f}s after it was due (tolerance {step.tolerance.total_seconds():g}s); {detail}"
             elif status == "not-fired":
                 detail = f"its fault never fired; {detail}"
+            ctx = self._contexts.get(step.name)
             self.result.steps.append(StepResult(
                 step.name, step.fault, run.ran if run.ran is not None else (run.due or 0.0), status == "ok", detail,
-                due=run.due, ran=run.ran, finished=run.finished, fired=fired, optional=step.optional, status=status))
+                due=run.due, ran=run.ran, finished=run.finished, fired=fired, optional=step.optional, status=status,
+                load=ctx.load if ctx is not None else None))
 
     def live_kube(self) -> Kube | None:
         """The run's API client once its cluster is up and until teardown (samplers such as the benchmarks use it)."""

@@ -1,7 +1,8 @@
 """``html``: one self-contained ``report.html`` per run (plotly.js inlined; nothing is fetched when viewed).
 
 For each scenario: the verdict up front (met or not; each invariant held or violated with its
-evidence; each step due, ran, fired), the device timeline (one row per device grouped by node,
+evidence; each step due, ran, fired; a ``load`` step's table of times per operation kind and phase,
+with its target and achieved rate), the device timeline (one row per device grouped by node,
 bars per claim coloured by workload, allocated → prepared → unprepared, double allocations and the
 devices an invariant names highlighted, chaos steps as vertical markers), a member × time strip per
 gang, and the raw timeline events with filters by object, workload and kind. See ``model.py`` for

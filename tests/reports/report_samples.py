@@ -3,14 +3,16 @@
 ``deadlock_result`` mirrors gang-deadlock-per-pod: two gangs of 4 pods x 2 GPUs on 2 nodes x 4 GPUs,
 two members of each bound and holding devices, gang-atomic violated. ``broken_result`` adds what a
 broken driver shows: a claim still holding its device after cleanup (a leak) and two claims on one
-device at once (a double allocation).
+device at once (a double allocation). ``load_result`` mirrors driver-restart-under-churn: a ``load``
+step whose claim churn kept up (or, asked for, fell behind) and a driver restart during it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from draguard.harness.result import Evidence, InvariantResult, RunResult, ScenarioResult, StepResult, TimelineEvents
+from draguard.harness.result import (Evidence, InvariantResult, LoadKind, LoadPhase, LoadSummary, RunResult, ScenarioResult,
+                                     StepResult, TimelineEvents)
 
 DRIVER = "gpu.draguard.dev"
 NS = "dg-test"
@@ -109,3 +111,50 @@ def broken_result() -> RunResult:
         "no-double-allocation", "a device is held by one claim at a time", "violated", "hold",
         [Evidence("gpu-node-0/gpu-0 allocated to gang-a-0-gpus-x0 and double", (), (f"{DRIVER}/gpu-node-0/gpu-0",), 3.0)])
     return run
+
+
+def load_summary(fell_behind: bool = False) -> LoadSummary:
+    """What the load step of driver-restart-under-churn measured (times from a run on the 2-core machine)."""
+    def phase(name: str, count: int, p50: float, p90: float, p99: float, top: float, failures: int = 0) -> LoadPhase:
+        return LoadPhase(name, count, failures, p50, p90, p99, top)
+
+    return LoadSummary(
+        target_rate=3.0, achieved_rate=1.8 if fell_behind else 3.6, fell_behind=fell_behind, behind_ratio=0.9,
+        duration=20.0, operations_started=36 if fell_behind else 72, operations_finished=35 if fell_behind else 72,
+        users=12,
+        kinds=(
+            LoadKind("gang", 30, 0, (phase("allocated", 30, 680, 1500, 1500, 1508), phase("prepared", 30, 760, 1600, 1600, 1611),
+                                     phase("running", 30, 810, 1600, 1700, 1662), phase("released", 30, 140, 350, 410, 405))),
+            LoadKind("template", 19, 1, (phase("allocated", 19, 290, 590, 1300, 1303),
+                                         phase("prepared", 19, 390, 640, 1400, 1442),
+                                         phase("running", 19, 420, 640, 1500, 1456, failures=1),
+                                         phase("released", 19, 230, 300, 310, 308))),
+            LoadKind("shared", 23, 0, (phase("allocated", 23, 200, 460, 630, 628), phase("prepared", 23, 440, 970, 970, 970),
+                                       phase("running", 23, 460, 1000, 1000, 1008), phase("released", 23, 260, 470, 500, 496))),
+        ),
+        violations={"no-leak": ("21.3s: device gpu-node-1/gpu-5 still allocated to load-ab-t1-0",)} if fell_behind else {},
+        errors=("template running: load-ab-t1: not running after 60s (×1)",),
+        files="driver-restart-under-churn/load-churn",
+    )  # fmt: skip
+
+
+def load_result(fell_behind: bool = False) -> RunResult:
+    """driver-restart-under-churn: a load step (claim churn) and a driver restart during it."""
+    s = ScenarioResult("driver-restart-under-churn", "scenarios/driver-restart-under-churn.yaml", 21, duration=48.0,
+                       environment={"kubernetesVersion": "v1.37.2", "nodes": 2, "seed": 21,
+                                    "driver": {"name": DRIVER, "kind": "fake", "mutant": None}})
+    for name in ("no-leak", "no-double-allocation"):
+        s.invariants[name] = InvariantResult(name, f"{name} holds", "held", None)
+    load = load_summary(fell_behind)
+    detail = (f"step churn: the load fell behind its target rate: {load.headline}" if fell_behind
+              else f"load: {load.headline}")  # fmt: skip
+    s.steps.append(StepResult("churn", "load", 0.0, not fell_behind, detail, due=0.0, ran=0.01, finished=23.4,
+                              fired=load.operations_finished, status="error" if fell_behind else "ok", load=load))
+    s.steps.append(StepResult("restart-drivers", "driver-restart", 6.0, True, "restarted 2 drivers", due=6.0, ran=6.02,
+                              finished=7.1, fired=2))
+    ev = deadlock_events()
+    ev += [{"t": 0.01, "source": "fault", "kind": "load", "name": "churn", "event": "start", "summary": "target=None"},
+           {"t": 6.02, "source": "fault", "kind": "driver-restart", "name": "restart-drivers", "event": "start",
+            "summary": "target=all"}]  # fmt: skip
+    s.timeline = TimelineEvents(tuple(sorted(ev, key=lambda e: e["t"])))
+    return RunResult("r-load", [s], environment={"draguardVersion": "0.1.0", "started": 1_800_000_000.0})
