@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+from pydantic import Field
+
 from draguard.harness.errors import DraguardError
 from draguard.harness.registry import FAULTS
 from draguard.harness.runner.context import CrashPoint, FakeDriverControl, StepContext
@@ -23,8 +25,8 @@ from draguard.harness.scenario.model import Params, PositiveDuration
 class DriverCrashParams(Params):
     point: CrashPoint
     """Where in the driver it dies, e.g. ``prepare.after_started`` (see harness/driver/faults.py)."""
-    after: int = 0
-    """Times the point is passed before the crash."""
+    after: int = Field(0, ge=0, le=1_000_000)
+    """Times the point is passed before the crash (0 to a million)."""
     down: PositiveDuration = timedelta(seconds=2)
     """How long the driver stays down after it died."""
 

@@ -26,12 +26,22 @@ import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import Problem, UsageError
 from ..registry import Registry
+from ..scenario.model import (
+    MAX_ATTRIBUTE_INT,
+    MAX_ATTRIBUTE_STRING,
+    MAX_ATTRIBUTES_PER_DEVICE,
+    MAX_DEVICE_INDEX,
+    MAX_DEVICES_PER_NODE,
+    MAX_NUMA_NODE,
+    MAX_QUANTITY,
+    quantity_amount,
+)
 
 __all__ = [
     "PartitionProfile",
@@ -45,8 +55,14 @@ __all__ = [
     "Inventory",
     "PRESETS",
     "DEFAULT_DEVICES",
+    "MAX_MULTIPROCESSORS",
+    "MAX_PROFILE_ID",
+    "MAX_MEMORY_SLICES",
+    "MAX_PARTITIONS_PER_DEVICE",
+    "MAX_PUBLISHED_DEVICES",
     "preset",
     "generic",
+    "partition_name",
     "load_topology",
     "resolve",
 ]
@@ -61,6 +77,21 @@ _UUID_NS = uuidlib.UUID("5b1ad0c5-7d0e-4b8e-9d0f-6472616775a1")
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 
+# Bounds on every count of a topology file, checked when the file is validated, before :func:`resolve`
+# builds a device, counter or partition from it. Device index, NUMA node, attributes, quantities and
+# devices per file are the scenario format's (harness/scenario/model.py): a scenario topology becomes
+# a topology file.
+MAX_MULTIPROCESSORS = 4096
+"""Multiprocessors (SMs, CUs) of a partitionable device (an H100 has 132, an MI300X 304)."""
+MAX_PROFILE_ID = 1023
+"""A partition profile's vendor id; part of each partition's device name."""
+MAX_MEMORY_SLICES = 16
+"""Memory slices of a partitionable device, and so the placements of a profile (an A100/H100 has 8)."""
+MAX_PARTITIONS_PER_DEVICE = 64
+"""Partitions (placements of all profiles together) one device publishes (h100-mig: 17)."""
+MAX_PUBLISHED_DEVICES = 2048
+"""Devices one node publishes, whole devices and partitions together (h100-mig: 144)."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -70,22 +101,33 @@ class PartitionProfile(_Strict):
     """One MIG-like profile: how much of the parent it takes and where it may start."""
 
     name: str = Field(description="profile name as the vendor spells it, e.g. 1g.10gb")
-    id: int = Field(ge=0, description="vendor profile id, part of the device name")
-    multiprocessors: int = Field(gt=0)
-    memorySlices: int = Field(gt=0, le=16)
-    placements: list[int] = Field(min_length=1, max_length=16, description="first memory slice of each placement")
+    id: int = Field(ge=0, le=MAX_PROFILE_ID, description="vendor profile id, part of the device name")
+    multiprocessors: int = Field(gt=0, le=MAX_MULTIPROCESSORS)
+    memorySlices: int = Field(gt=0, le=MAX_MEMORY_SLICES)
+    placements: list[Annotated[int, Field(ge=0, le=MAX_MEMORY_SLICES - 1)]] = Field(
+        min_length=1, max_length=MAX_MEMORY_SLICES, description="first memory slice of each placement"
+    )
 
 
 class Partitioning(_Strict):
     """A partitionable parent: a counter set with its compute and memory, consumed by profiles."""
 
-    multiprocessors: int = Field(gt=0, description="multiprocessors the profiles share")
-    memorySlices: int = Field(default=8, gt=0, le=16)
+    multiprocessors: int = Field(gt=0, le=MAX_MULTIPROCESSORS, description="multiprocessors the profiles share")
+    memorySlices: int = Field(default=8, gt=0, le=MAX_MEMORY_SLICES)
     profiles: list[PartitionProfile] = Field(min_length=1, max_length=32)
 
     @model_validator(mode="after")
     def _placements_fit(self) -> Partitioning:
+        partitions = sum(len(p.placements) for p in self.profiles)
+        if partitions > MAX_PARTITIONS_PER_DEVICE:
+            raise ValueError(
+                f"expected at most {MAX_PARTITIONS_PER_DEVICE} partitions (placements of all profiles together), "
+                f"got {partitions}"
+            )
         for p in self.profiles:
+            if p.multiprocessors > self.multiprocessors:
+                raise ValueError(f"profile {p.name}: {p.multiprocessors} multiprocessors, more than the device's "
+                                 f"{self.multiprocessors}")  # fmt: skip
             for start in p.placements:
                 if start < 0 or start + p.memorySlices > self.memorySlices:
                     raise ValueError(
@@ -103,28 +145,58 @@ class DeviceTaint(_Strict):
     effect: Literal["None", "NoSchedule", "NoExecute"]
 
 
+_AttributeValue = (
+    Annotated[str, Field(max_length=MAX_ATTRIBUTE_STRING)]
+    | bool
+    | Annotated[int, Field(ge=-MAX_ATTRIBUTE_INT - 1, le=MAX_ATTRIBUTE_INT)]
+)
+"""An extra attribute as the API holds it: a string of at most 64 characters, a boolean or an int64."""
+
+
+def _bounded(key: str, q: str) -> None:
+    if quantity_amount(q) > MAX_QUANTITY:
+        raise ValueError(f"{key}: expected a quantity of at most {MAX_QUANTITY} (just under 8Ei), got {q[:40]!r}")
+
+
 class DeviceSpec(_Strict):
     """One physical accelerator of the node."""
 
     name: str = Field(description="device name in the ResourceSlice (DNS label), e.g. gpu-0")
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=MAX_DEVICE_INDEX)
     type: Literal["gpu", "npu"] = "gpu"
     productName: str = Field(min_length=1, max_length=64)
     architecture: str = Field(min_length=1, max_length=64)
     brand: str = Field(default="Nvidia", min_length=1, max_length=64)
     memory: str = Field(description="memory capacity as a Kubernetes quantity, e.g. 81559Mi")
-    numaNode: int = Field(ge=0)
+    numaNode: int = Field(ge=0, le=MAX_NUMA_NODE)
     pcieRoot: str = Field(min_length=1, max_length=64)
-    pciBusID: str | None = None
+    pciBusID: str | None = Field(default=None, max_length=MAX_ATTRIBUTE_STRING)
     nvlinkDomain: str | None = Field(
-        default=None, description="scale-up domain (NVLink clique, xGMI hive, Gaudi RoCE domain); default: the node"
+        default=None,
+        max_length=MAX_ATTRIBUTE_STRING,
+        description="scale-up domain (NVLink clique, xGMI hive, Gaudi RoCE domain); default: the node",
     )
-    uuid: str | None = Field(default=None, description="default: derived from node and device name")
-    attributes: dict[str, str | bool | int] = Field(default_factory=dict, description="extra attributes")
-    capacity: dict[str, str] = Field(default_factory=dict, description="extra capacities besides memory")
+    uuid: str | None = Field(
+        default=None, max_length=MAX_ATTRIBUTE_STRING, description="default: derived from node and device name"
+    )
+    attributes: dict[str, _AttributeValue] = Field(
+        default_factory=dict, max_length=MAX_ATTRIBUTES_PER_DEVICE, description="extra attributes"
+    )
+    capacity: dict[str, str] = Field(
+        default_factory=dict, max_length=MAX_ATTRIBUTES_PER_DEVICE, description="extra capacities besides memory"
+    )
     allowMultipleAllocations: bool = Field(default=False, description="several claims may share the device")
     taints: list[DeviceTaint] = Field(default_factory=list, max_length=16, description="taints published on the device")
     partitioning: Partitioning | None = None
+
+    @model_validator(mode="after")
+    def _partition_names(self) -> DeviceSpec:
+        for prof in self.partitioning.profiles if self.partitioning else ():
+            name = partition_name(self.name, prof, max(prof.placements))
+            if not _DNS_LABEL.match(name) or len(name) > 63:
+                raise ValueError(f"partition {name!r} of profile {prof.name}: a partition's device name must be a "
+                                 "DNS label of at most 63 characters; shorten the device or profile name")  # fmt: skip
+        return self
 
     @field_validator("capacity")
     @classmethod
@@ -132,6 +204,7 @@ class DeviceSpec(_Strict):
         for key, q in v.items():
             if not _CAPACITY.match(q):
                 raise ValueError(f"capacity {key}: {q!r} is not a quantity such as 4, 500m or 80Gi")
+            _bounded(f"capacity {key}", q)
         return v
 
     @field_validator("name")
@@ -146,6 +219,7 @@ class DeviceSpec(_Strict):
     def _quantity(cls, v: str) -> str:
         if not _QUANTITY.match(v):
             raise ValueError(f"{v!r} is not a quantity such as 81559Mi or 80Gi")
+        _bounded("memory", v)
         return v
 
 
@@ -155,7 +229,7 @@ class NodeTopology(_Strict):
     apiVersion: Literal["draguard.dev/v1alpha1"] = "draguard.dev/v1alpha1"
     kind: Literal["NodeTopology"] = "NodeTopology"
     preset: str | None = None
-    devices: list[DeviceSpec] | None = Field(default=None, max_length=128)  # one slice: 128 devices
+    devices: list[DeviceSpec] | None = Field(default=None, max_length=MAX_DEVICES_PER_NODE)
 
     description: str = ""
     """What the topology models (presets say which fleet, and where the values come from)."""
@@ -165,6 +239,18 @@ class NodeTopology(_Strict):
     def _known_preset(cls, v: str | None) -> str | None:
         if v is not None and v not in PRESETS:
             raise ValueError(f"unknown preset {v!r}; known: {', '.join(PRESETS.names())}")
+        return v
+
+    @field_validator("devices")
+    @classmethod
+    def _published(cls, v: list[DeviceSpec] | None) -> list[DeviceSpec] | None:
+        published = sum(1 + sum(len(p.placements) for p in (d.partitioning.profiles if d.partitioning else ()))
+                        for d in v or ())  # fmt: skip
+        if published > MAX_PUBLISHED_DEVICES:
+            raise ValueError(
+                f"expected at most {MAX_PUBLISHED_DEVICES} devices published per node (whole devices and partitions "
+                f"together), got {published}"
+            )
         return v
 
     @model_validator(mode="after")
@@ -247,6 +333,11 @@ class Inventory:
         return [d.name for d in self.devices]
 
 
+def partition_name(device: str, profile: PartitionProfile, start: int) -> str:
+    """The device name of ``profile``'s partition of ``device`` at memory slice ``start``."""
+    return f"{device}-mig-{profile.name.replace('.', '').replace('+', '')}-{profile.id}-{start}"
+
+
 def _uuid(prefix: str, node: str, name: str) -> str:
     return f"{prefix}-{uuidlib.uuid5(_UUID_NS, f'{node}/{name}')}"
 
@@ -325,7 +416,7 @@ def resolve(topology: NodeTopology | list[DeviceSpec], node: str) -> Inventory:
         mem_mib = _mebibytes(spec.memory)
         for prof in part.profiles:
             for start in prof.placements:
-                name = f"{spec.name}-mig-{prof.name.replace('.', '').replace('+', '')}-{prof.id}-{start}"
+                name = partition_name(spec.name, prof, start)
                 slices = range(start, start + prof.memorySlices)
                 memory = f"{mem_mib * prof.memorySlices // part.memorySlices}Mi"
                 mig_uuid = _uuid("MIG", node, name)
@@ -450,19 +541,66 @@ def load_topology(path: str | Path) -> NodeTopology:
     try:
         data = YAML(typ="rt").load(text) if p.suffix != ".json" else json.loads(text)
     except (YAMLError, ValueError) as exc:
+        long = re.search(r"(?<![0-9])[0-9]{4301,}", text)
+        if isinstance(exc, ValueError) and long is not None:  # Python refuses to convert it (int_max_str_digits)
+            line = text.count("\n", 0, long.start()) + 1
+            column = long.start() - (text.rfind("\n", 0, long.start()) + 1) + 1
+            raise UsageError(f"{p}:{line}:{column}: a number of {len(long.group())} digits: every count and size "
+                             "of a topology is far smaller") from exc  # fmt: skip
         raise UsageError(f"{p}: not valid YAML/JSON: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, Mapping):
         raise UsageError(f"{p}: a topology file must be a mapping with kind: NodeTopology")
+    if _values_past(data, _MAX_VALUES):
+        raise UsageError(f"{p}: the topology file is too large (over {_MAX_VALUES} values, aliases expanded)")
     try:
         return NodeTopology.model_validate(json.loads(json.dumps(data)))
     except ValidationError as exc:
-        problems = []
+        found: dict[tuple[int | str, ...], list[tuple[str, str]]] = {}
         for err in exc.errors():
-            loc = tuple(err["loc"])
-            line, col = _position(data, loc)
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(Problem(str(p), line, col, ".".join(str(x) for x in loc), msg))
+            found.setdefault(_data_loc(data, tuple(err["loc"])), []).append((err["type"], msg))
+        problems = []
+        for loc, errors in found.items():
+            # A union (an attribute: string, boolean or integer) fails once per branch; the branch of the
+            # value's own type says what is wrong with it.
+            kept = [m for t, m in errors if not t.endswith(("_type", "_parsing"))] or [m for _, m in errors]
+            line, col = _position(data, loc)
+            problems.append(Problem(str(p), line, col, ".".join(str(x) for x in loc), "; ".join(dict.fromkeys(kept))))
         raise UsageError("\n".join(str(pr) for pr in problems)) from exc
+
+
+_MAX_VALUES = 100_000
+"""Values a topology file may hold once YAML aliases are expanded (an alias bomb expands past it)."""
+
+
+def _values_past(data: Any, limit: int) -> bool:
+    """Whether ``data`` holds more than ``limit`` values; stops counting there."""
+    stack, seen = [data], 0
+    while stack:
+        seen += 1
+        if seen > limit:
+            return True
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _data_loc(data: Any, loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """``loc`` without pydantic's union-branch tags (``constrained-int``), which are not in the file."""
+    out: list[int | str] = []
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        elif not (i == len(loc) - 1 and isinstance(node, Mapping)):  # a missing key stays
+            continue
+        out.append(part)
+    return tuple(out)
 
 
 PRESETS = _register_presets()

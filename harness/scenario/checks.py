@@ -20,7 +20,16 @@ from pydantic import ValidationError
 from draguard.harness.agents import CAPABILITIES, capable
 from draguard.harness.agents import MAX_NODES as AGENT_MAX_NODES
 from draguard.harness.registry import Registry
-from draguard.harness.scenario.model import MAX_NODES, MAX_NODES_PER_GROUP, MAX_PODS, MAX_REPLICAS
+from draguard.harness.scenario.model import (
+    MAX_CLAIMS,
+    MAX_CLAIMS_PER_POD,
+    MAX_DEVICE_INDEX,
+    MAX_NODES,
+    MAX_NODES_PER_GROUP,
+    MAX_NUMA_NODE,
+    MAX_PODS,
+    MAX_REPLICAS,
+)
 from draguard.harness.scenario.issues import Issue, Path, from_validation_error, render_path
 
 __all__ = ["check_document", "expand_node_names", "lacking"]
@@ -76,6 +85,21 @@ def _group_size(group: dict[str, Any]) -> int:
     return n if n is not None and 1 <= n <= MAX_NODES_PER_GROUP else 0
 
 
+def _claims_of(workload: dict[str, Any]) -> int:
+    """ResourceClaims a workload creates; 0 when its replicas or claims are out of bounds (the schema pass says so)."""
+    replicas = _int(workload.get("replicas"))
+    claims = _list(workload.get("claims"))
+    if replicas is None or not 0 < replicas <= MAX_REPLICAS or len(claims) > MAX_CLAIMS_PER_POD:
+        return 0
+    shared = sum(1 for c in claims if _dict(c).get("source") == "shared")
+    return replicas * (len(claims) - shared) + shared
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def expand_node_names(group: dict[str, Any]) -> list[str]:
     """Node names of one node group: ``[name]`` or ``<namePrefix>-0`` ... ``<namePrefix>-<count-1>``.
 
@@ -117,6 +141,7 @@ class _Checker:
         }
         self.node_names: list[str] = []
         self.node_agents: dict[str, str] = {}
+        self.agent_counts: dict[str, int] = {}
         self.too_many_nodes = sum(_group_size(_dict(g)) for g in _list(self.spec.get("nodes"))) > MAX_NODES
         if not self.too_many_nodes:  # names are built only once their total is known to be bounded
             for group in _list(self.spec.get("nodes")):
@@ -124,6 +149,8 @@ class _Checker:
                 self.node_names += names
                 agent = _str(_dict(group).get("agent")) or "fake"
                 self.node_agents.update((n, agent) for n in names)
+        for agent in self.node_agents.values():
+            self.agent_counts[agent] = self.agent_counts.get(agent, 0) + 1
         self.classes = {
             name for c in _list(self.spec.get("deviceClasses")) if (name := _str(_dict(c).get("name"))) is not None
         }
@@ -198,7 +225,7 @@ class _Checker:
                     break
                 seen[name] = path + (key,)
             agent = _str(group.get("agent")) or "fake"
-            count = sum(1 for a in self.node_agents.values() if a == agent)
+            count = self.agent_counts.get(agent, 0)
             if agent in AGENT_MAX_NODES and count > AGENT_MAX_NODES[agent] and (group.get("count") is not None):
                 self.add(path + ("count",), f"{count} nodes of agent {agent!r}: at most {AGENT_MAX_NODES[agent]} per "
                          "scenario (the fake agent serves many nodes in one process)", on_key=True)  # fmt: skip
@@ -218,7 +245,11 @@ class _Checker:
             for key in ("productName", "memory", "nvlinkDomains", "numaNodes", "allowMultipleAllocations"):
                 if key in topology:
                     self.add(path + (key,), f"{key!r} describes generated GPUs; it needs 'gpus'", on_key=True)
-        elif gpus is not None:
+        else:
+            memory = topology.get("memory")
+            if isinstance(memory, str) and memory.endswith("m"):
+                self.add(path + ("memory",), "memory must be a whole number of bytes (no 'm' suffix)")
+        if gpus is not None:
             for key in ("nvlinkDomains", "numaNodes"):
                 n = _int(topology.get(key))
                 if n is not None and n > 0 and gpus % n:
@@ -234,10 +265,15 @@ class _Checker:
     def device(self, device: dict[str, Any], path: Path, gates: dict[str, Any]) -> None:
         """Fields of an explicit device that the fake driver could not publish as written."""
         attributes = _dict(device.get("attributes"))
-        for key in ("index", "numaNode"):
-            if key in attributes and (not isinstance(attributes[key], int) or isinstance(attributes[key], bool)
-                                      or attributes[key] < 0):  # fmt: skip
+        for key, most in (("index", MAX_DEVICE_INDEX), ("numaNode", MAX_NUMA_NODE)):
+            if key not in attributes:
+                continue
+            value = _int(attributes[key])
+            if value is None or value < 0:
                 self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as a non-negative integer")
+            elif value > most:
+                self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as an integer of at most "
+                         f"{most}, got {_short(value)}")  # fmt: skip
         for key in ("productName", "architecture", "pcieRoot", "nvlinkDomain"):
             if key in attributes and not isinstance(attributes[key], str):
                 self.add(path + ("attributes", key), f"the fake driver publishes {key!r} as a string")
@@ -262,6 +298,9 @@ class _Checker:
         if pods > MAX_PODS:
             self.add(("spec", "workloads"), f"expected at most {MAX_PODS} pods (replicas) in all workloads together, "
                      f"got {pods}")  # fmt: skip
+        elif (total := sum(_claims_of(_dict(w)) for w in workloads)) > MAX_CLAIMS:
+            self.add(("spec", "workloads"), f"expected at most {MAX_CLAIMS} ResourceClaims in all workloads together "
+                     f"(a template claim per pod, a shared one per workload), got {total}")  # fmt: skip
         gates = _dict(_dict(self.spec.get("cluster")).get("featureGates"))
         for i, raw in enumerate(workloads):
             if not isinstance(raw, dict):

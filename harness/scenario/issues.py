@@ -197,7 +197,10 @@ def _message(error: Any, model: type[BaseModel] | None, path: Path) -> tuple[str
         limit = next(iter(ctx.values()), "?")
         return f"expected a number {sign} {limit}{got}", False
     if kind in ("too_short", "too_long"):
-        return msg[:1].lower() + msg[1:], False
+        word = "mapping with" if isinstance(value, dict) else "list of"
+        most, limit = ("most", ctx.get("max_length")) if kind == "too_long" else ("least", ctx.get("min_length"))
+        actual = len(value) if isinstance(value, (dict, list)) else ctx.get("actual_length")
+        return f"expected a {word} at {most} {limit} {'entry' if limit == 1 else 'entries'}, got {actual}", False
     if kind == "model_type" or kind == "dict_type":
         return f"expected a mapping{got}", False
     if kind == "list_type":

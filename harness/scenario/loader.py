@@ -17,6 +17,7 @@ is imported, which this module does.
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = ["SUFFIXES", "discover", "load_scenario", "load_scenarios", "parse_sce
 
 SUFFIXES = (".yaml", ".yml")
 _MAX_NODES = 100_000  # alias bombs ("billion laughs") expand past this
+_LONG_NUMBER = re.compile(r"(?<![0-9])[0-9]{4301,}")  # past sys.get_int_max_str_digits()'s default
 _EXPECTED_DOC = "expected a Scenario document (apiVersion: draguard.dev/v1alpha1, kind: Scenario, metadata, spec)"
 
 # (key line, key column, value line, value column), 1-based.
@@ -158,6 +160,12 @@ def problems_of(
     except YAMLError as exc:
         return [_yaml_problem(file, text, exc)], None
     except (RecursionError, ValueError, TypeError) as exc:  # ruamel bugs on odd input; not our data's shape
+        long = _LONG_NUMBER.search(text)
+        if isinstance(exc, ValueError) and long is not None:  # Python refuses to convert it (int_max_str_digits)
+            line = text.count("\n", 0, long.start()) + 1
+            column = long.start() - (text.rfind("\n", 0, long.start()) + 1) + 1
+            return [Problem(file, line, column, "", f"a number of {len(long.group())} digits: every count and size "
+                            "of a scenario is far smaller")], None  # fmt: skip
         return [Problem(file, 1, 1, "", f"invalid YAML: {type(exc).__name__}: {exc}")], None
     if tree is None:
         raise UsageError(f"{file}: the file is empty; {_EXPECTED_DOC}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,13 +37,11 @@ from draguard.harness.scenario.types import (
     API_VERSION,
     KIND,
     AllocationMode,
-    AttributeValue,
     Backend,
     ClaimSource,
     DriverHosting,
     DriverKind,
     GangPolicy,
-    Member,
     PodPhase,
     SharingStrategy,
     TaintEffect,
@@ -61,6 +60,7 @@ __all__ = [
     "Params",
     "parse_duration",
     "format_duration",
+    "quantity_amount",
     "ScenarioDocument",
     "Metadata",
     "ScenarioSpec",
@@ -92,23 +92,57 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# Bounds on every count. Validation enforces each before anything is built from it (a node list, pod
-# names, devices); the schema publishes them as ``maximum``. Cross-field totals live in checks.py.
+# Bounds on every count and size. Validation enforces each before anything is built from it (a node
+# list, pod names, devices, threads, command lines); the schema publishes them as ``maximum``,
+# ``maxItems`` and ``maxProperties``. Cross-field totals live in checks.py. The device bounds are
+# shared with the fake driver's topology files (harness/driver/topology.py), which a scenario's
+# ``topology`` becomes.
 
 MAX_NODES_PER_GROUP = 1000
 """``nodes[].count``."""
 MAX_NODES = 5000
-"""All node groups together."""
+"""All node groups together (and so the length of ``nodes``: a group has at least one node)."""
 MAX_DEVICES_PER_NODE = 128
 """``topology.gpus`` and ``topology.devices``: one ResourceSlice holds at most 128 devices (resource/v1)."""
+MAX_DEVICE_INDEX = 1023
+"""A device's ``index`` attribute."""
+MAX_NUMA_NODE = 1023
+"""A device's ``numaNode`` attribute (Linux builds with at most 1024 NUMA nodes)."""
+MAX_ATTRIBUTES_PER_DEVICE = 32
+"""A device's attributes, and its capacities, each: resource/v1 takes at most 32 of both together per
+device, and the API server judges that sum with what the driver adds."""
+MAX_ATTRIBUTE_INT = 2**63 - 1
+"""An integer attribute is an int64 in the API."""
+MAX_ATTRIBUTE_STRING = 64
+"""A string attribute's length (resource/v1)."""
+MAX_QUANTITY = 2**63 - 1
+"""A quantity (``80Gi``, ``4``), in its base unit: a device's memory and capacities."""
 MAX_REPLICAS = 10_000
-"""``workloads[].replicas`` (and ``minCount``, ``when.count``)."""
+"""``workloads[].replicas`` (and ``minCount``, ``when.count``, ``progress.count``; a member index is below it)."""
 MAX_PODS = 20_000
 """All workloads' replicas together."""
+MAX_WORKLOADS = 1000
+"""``workloads`` (and the workloads one ``progress`` entry names)."""
+MAX_CLAIMS_PER_POD = 32
+"""``workloads[].claims``: the ResourceClaims of each pod."""
+MAX_CLAIMS = 40_000
+"""All ResourceClaims together: each pod's template claims plus each workload's shared ones."""
+MAX_REQUESTS_PER_CLAIM = 32
+"""A claim's ``requests``, ``constraints`` and ``config`` (resource/v1's limit for each)."""
 MAX_DEVICES_PER_REQUEST = 128
 """A request's (or sub-request's) ``count``: no node publishes more devices than a slice holds."""
 MAX_EXTENDED_RESOURCE = 128
 """A legacy extended resource's amount per pod."""
+MAX_EXTENDED_RESOURCES = 32
+"""Legacy extended resources named per pod."""
+MAX_STEPS = 256
+"""``timeline``: every step runs on a thread of its own."""
+MAX_DEVICE_CLASSES = 128
+"""``deviceClasses``."""
+MAX_LABELS = 64
+"""Labels of the scenario and of a node group (copied onto each of its nodes)."""
+MAX_FLAGS = 256
+"""``cluster.featureGates`` and ``cluster.runtimeConfig``: each becomes part of every component's command line."""
 MAX_SECONDS = 366 * 24 * 3600
 """Whole-second fields such as ``tolerationSeconds`` (one year)."""
 MAX_SEED = 2**63 - 1
@@ -118,11 +152,24 @@ MAX_CLIENT_QPS = 100_000
 LIMITS: dict[str, int] = {
     "nodes[].count": MAX_NODES_PER_GROUP,
     "nodes (all groups)": MAX_NODES,
-    "devices per node (topology.gpus, topology.devices)": MAX_DEVICES_PER_NODE,
-    "workloads[].replicas": MAX_REPLICAS,
+    "devices per node (topology.gpus, topology.devices; nvlinkDomains, numaNodes)": MAX_DEVICES_PER_NODE,
+    "device attributes index, numaNode": MAX_DEVICE_INDEX,
+    "attributes, and capacities, per device": MAX_ATTRIBUTES_PER_DEVICE,
+    "quantities (memory, capacities), in base units": MAX_QUANTITY,
+    "workloads[].replicas, minCount, when.count, progress.count": MAX_REPLICAS,
     "pods (all workloads)": MAX_PODS,
+    "workloads": MAX_WORKLOADS,
+    "workloads[].claims": MAX_CLAIMS_PER_POD,
+    "claims (all workloads)": MAX_CLAIMS,
+    "claims[].requests, constraints, config": MAX_REQUESTS_PER_CLAIM,
     "requests[].count": MAX_DEVICES_PER_REQUEST,
     "workloads[].extendedResources values": MAX_EXTENDED_RESOURCE,
+    "workloads[].extendedResources names": MAX_EXTENDED_RESOURCES,
+    "timeline steps": MAX_STEPS,
+    "deviceClasses": MAX_DEVICE_CLASSES,
+    "labels (metadata, nodes[])": MAX_LABELS,
+    "cluster.featureGates, cluster.runtimeConfig": MAX_FLAGS,
+    "seconds (durations, tolerationSeconds)": MAX_SECONDS,
 }
 """The bounds in words, for documentation and error messages."""
 
@@ -195,10 +242,41 @@ _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]{0,31}"
 
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_QUANTITY_FACTOR: dict[str, Decimal] = {
+    "": Decimal(1), "m": Decimal("0.001"),
+    **{s: Decimal(10) ** (3 * (i + 1)) for i, s in enumerate("kMGTPE")},
+    **{s + "i": Decimal(2) ** (10 * (i + 1)) for i, s in enumerate("KMGTPE")},
+}  # fmt: skip
+
+
+def quantity_amount(value: str) -> Decimal:
+    """The amount of a quantity (``"80Gi"`` -> 85899345920) in its base unit.
+
+    A :class:`~decimal.Decimal`, so that a number of any length is compared, never converted to an
+    int or float (Python refuses long digit strings, and a float overflows to infinity)."""
+    match = _QUANTITY.match(value)
+    if match is None:
+        raise ValueError(f"expected a Kubernetes quantity like '80Gi' or '4', got {_short_text(value)}")
+    return Decimal(match.group(1)) * _QUANTITY_FACTOR[match.group(2) or ""]
+
+
+def _short_text(value: str) -> str:
+    return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+
+
+def _bounded_quantity(value: str) -> str:
+    if quantity_amount(value) > MAX_QUANTITY:
+        raise ValueError(f"expected a quantity of at most {MAX_QUANTITY} (just under 8Ei), got {_short_text(value)}")
+    return value
+
+
 Quantity = Annotated[
-    str, _pattern(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$", "a Kubernetes quantity like '80Gi' or '4'")
+    str,
+    _pattern(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$", "a Kubernetes quantity like '80Gi' or '4'"),
+    AfterValidator(_bounded_quantity),
 ]
-"""A Kubernetes quantity: ``80Gi``, ``500m``, ``4``."""
+"""A Kubernetes quantity: ``80Gi``, ``500m``, ``4``; at most :data:`MAX_QUANTITY` in its base unit."""
 DnsLabel = Annotated[
     str,
     _pattern(
@@ -260,7 +338,7 @@ class Metadata(_Model):
     """The scenario's name (a DNS label); reports and replays use it."""
     description: str = ""
     """What the scenario shows, for humans."""
-    labels: dict[str, str] = {}
+    labels: dict[str, str] = Field(default={}, max_length=MAX_LABELS)
     """Free-form labels, e.g. for selecting scenarios."""
 
 
@@ -271,9 +349,9 @@ class ClusterSpec(_Model):
     """Path of the kubeconfig (``kubeconfig`` backend only; default: $KUBECONFIG)."""
     context: str | None = None
     """Context in the kubeconfig (``kubeconfig`` backend only)."""
-    feature_gates: dict[str, bool] = {}
+    feature_gates: dict[str, bool] = Field(default={}, max_length=MAX_FLAGS)
     """Kubernetes feature gates, set on every component, e.g. ``{GenericWorkload: true}`` for gang scheduling."""
-    runtime_config: dict[str, bool] = {}
+    runtime_config: dict[str, bool] = Field(default={}, max_length=MAX_FLAGS)
     """Extra kube-apiserver ``--runtime-config`` entries, e.g. ``{scheduling.k8s.io/v1beta1: true}``."""
     client_qps: int | None = Field(default=None, ge=1, le=MAX_CLIENT_QPS)
     """``--kube-api-qps`` of the local scheduler and controller manager (``local`` only; default 500)."""
@@ -304,18 +382,26 @@ class DriverSpec(_Model):
 class DeviceTaintSpec(_Model):
     key: QualifiedName
     """Taint key."""
-    value: str = ""
+    value: str = Field(default="", max_length=63)
     """Taint value."""
     effect: TaintEffect
     """``None``, ``NoSchedule`` or ``NoExecute``."""
 
 
+_AttributeValue = (
+    bool
+    | Annotated[int, Field(ge=-MAX_ATTRIBUTE_INT - 1, le=MAX_ATTRIBUTE_INT)]
+    | Annotated[str, Field(max_length=MAX_ATTRIBUTE_STRING)]
+)
+"""A device attribute as the API holds it: an int64, a string of at most 64 characters, or a boolean."""
+
+
 class DeviceSpec(_Model):
     name: DnsLabel
     """Device name, unique on its node (``gpu-0``)."""
-    attributes: dict[QualifiedName, AttributeValue] = {}
+    attributes: dict[QualifiedName, _AttributeValue] = Field(default={}, max_length=MAX_ATTRIBUTES_PER_DEVICE)
     """Attributes; a bare name belongs to the driver's domain (``nvlinkDomain: 0``)."""
-    capacity: dict[QualifiedName, Quantity] = {}
+    capacity: dict[QualifiedName, Quantity] = Field(default={}, max_length=MAX_ATTRIBUTES_PER_DEVICE)
     """Capacities as quantities (``memory: 80Gi``)."""
     allow_multiple_allocations: bool = False
     """Whether several claims may be allocated this device at once (consumable capacity)."""
@@ -330,7 +416,7 @@ class TopologySpec(_Model):
     """A named topology of the fake driver (e.g. ``h100-sxm-8``)."""
     gpus: int | None = Field(default=None, ge=1, le=MAX_DEVICES_PER_NODE)
     """Generate this many GPUs (``gpu-0`` ... ``gpu-<n-1>``)."""
-    product_name: str | None = None
+    product_name: str | None = Field(default=None, min_length=1, max_length=MAX_ATTRIBUTE_STRING)
     """``productName`` attribute of generated GPUs."""
     memory: Quantity | None = None
     """``memory`` capacity of each generated GPU."""
@@ -353,7 +439,7 @@ class NodeGroupSpec(_Model):
     """Prefix of ``count`` nodes named ``<namePrefix>-<i>``."""
     count: int | None = Field(default=None, ge=1, le=MAX_NODES_PER_GROUP)
     """How many nodes (with ``namePrefix``; default 1)."""
-    labels: dict[str, str] = {}
+    labels: dict[str, str] = Field(default={}, max_length=MAX_LABELS)
     """Node labels."""
     topology: TopologySpec | None = None
     """The devices of each node (``fake`` driver; required there)."""
@@ -423,7 +509,7 @@ class RequestSpec(_Model):
 class ConstraintSpec(_Model):
     """Exactly one of ``matchAttribute`` or ``distinctAttribute``."""
 
-    requests: list[DnsLabel] = []
+    requests: list[DnsLabel] = Field(default=[], max_length=MAX_REQUESTS_PER_CLAIM)
     """Requests the constraint covers (empty: all requests of the claim)."""
     match_attribute: FullyQualifiedName | None = None
     """All covered devices must have the same value of this attribute."""
@@ -437,7 +523,7 @@ class SharingSpec(_Model):
 
 
 class OpaqueConfigSpec(_Model):
-    requests: list[DnsLabel] = []
+    requests: list[DnsLabel] = Field(default=[], max_length=MAX_REQUESTS_PER_CLAIM)
     """Requests the configuration applies to (empty: all)."""
     driver: DnsSubdomain
     """The driver that interprets ``parameters``."""
@@ -450,13 +536,13 @@ class ClaimSpec(_Model):
     """Claim name in the pod (``spec.resourceClaims[].name``)."""
     source: ClaimSource = "template"
     """``template``: one claim per pod; ``shared``: one claim for the whole gang."""
-    requests: list[RequestSpec] = Field(min_length=1, max_length=32)
+    requests: list[RequestSpec] = Field(min_length=1, max_length=MAX_REQUESTS_PER_CLAIM)
     """Device requests."""
-    constraints: list[ConstraintSpec] = Field(default=[], max_length=32)
+    constraints: list[ConstraintSpec] = Field(default=[], max_length=MAX_REQUESTS_PER_CLAIM)
     """Constraints across the devices of several requests."""
     sharing: SharingSpec | None = None
     """The sharing strategy, when pods share an accelerator."""
-    config: list[OpaqueConfigSpec] = Field(default=[], max_length=32)
+    config: list[OpaqueConfigSpec] = Field(default=[], max_length=MAX_REQUESTS_PER_CLAIM)
     """Opaque driver configuration."""
 
 
@@ -479,9 +565,11 @@ class WorkloadSpec(_Model):
     """Container image (default: the runner's pause image)."""
     run_for: PositiveDuration | None = None
     """Each pod exits successfully after this long (default: runs until the scenario ends)."""
-    extended_resources: dict[str, Annotated[int, Field(ge=0, le=MAX_EXTENDED_RESOURCE)]] = {}
+    extended_resources: dict[str, Annotated[int, Field(ge=0, le=MAX_EXTENDED_RESOURCE)]] = Field(
+        default={}, max_length=MAX_EXTENDED_RESOURCES
+    )
     """Legacy extended resources per pod (``nvidia.com/gpu: 1``)."""
-    claims: list[ClaimSpec] = []
+    claims: list[ClaimSpec] = Field(default=[], max_length=MAX_CLAIMS_PER_POD)
     """The pod's resource claims."""
 
 
@@ -497,7 +585,7 @@ class ConditionSpec(_Model):
 class TargetSpec(_Model):
     workload: DnsLabel | None = None
     """A declared workload."""
-    member: Member | None = None
+    member: Annotated[int, Field(ge=0, le=MAX_REPLICAS - 1)] | Literal["random", "all"] | None = None
     """A member index, ``random`` or ``all`` (default ``random``)."""
     claim: DnsLabel | None = None
     """A claim name of ``workload``."""
@@ -564,7 +652,7 @@ class EvidenceSpec(_Model):
     """An invariant listed in ``violate``."""
     workload: DnsLabel | None = None
     """A pod of this workload must be among the violation's objects."""
-    member: int | None = Field(default=None, ge=0)
+    member: int | None = Field(default=None, ge=0, le=MAX_REPLICAS - 1)
     """...this member of it (needs ``workload``)."""
     claim: DnsLabel | None = None
     """A claim of ``workload`` (its claim name) must be among the objects."""
@@ -577,11 +665,11 @@ class EvidenceSpec(_Model):
 class ProgressSpec(_Model):
     """Progress that must be seen at some moment of the run, so that a fix cannot pass by doing nothing."""
 
-    workloads: list[DnsLabel] = Field(min_length=1)
+    workloads: list[DnsLabel] = Field(min_length=1, max_length=MAX_WORKLOADS)
     """The workloads that must get there."""
     phase: PodPhase = "Running"
     """The phase their pods reach (``Scheduled``: bound to a node)."""
-    count: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
     """How many members of each (default: all replicas)."""
     need: Literal["all", "any"] = "all"
     """Whether every listed workload must get there, or any one of them (the winner of a race)."""
@@ -592,10 +680,13 @@ class ProgressSpec(_Model):
     """The step (by name) the ``within`` clock starts at; needs ``within``."""
 
 
+_MAX_INVARIANT_NAMES = 64  # each name at most once, and far fewer invariants exist
+
+
 class ExpectSpec(_Model):
-    hold: list[str] | None = None
+    hold: list[str] | None = Field(default=None, max_length=_MAX_INVARIANT_NAMES)
     """Invariants that must hold (default: every invariant not listed in ``violate``)."""
-    violate: list[str] = []
+    violate: list[str] = Field(default=[], max_length=_MAX_INVARIANT_NAMES)
     """Invariants an incident reproduction must show violated."""
     evidence: list[EvidenceSpec] = Field(default=[], max_length=32)
     """What a violation must name to count: the reason, not just the invariant."""
@@ -610,13 +701,13 @@ class ScenarioSpec(_Model):
     """The Kubernetes cluster."""
     driver: DriverSpec = DriverSpec()
     """The DRA driver under test."""
-    nodes: list[NodeGroupSpec] = []
+    nodes: list[NodeGroupSpec] = Field(default=[], max_length=MAX_NODES)
     """Nodes and their devices (required for the ``fake`` driver)."""
-    device_classes: list[DeviceClassSpec] = []
+    device_classes: list[DeviceClassSpec] = Field(default=[], max_length=MAX_DEVICE_CLASSES)
     """DeviceClasses to create."""
-    workloads: list[WorkloadSpec] = Field(min_length=1)
+    workloads: list[WorkloadSpec] = Field(min_length=1, max_length=MAX_WORKLOADS)
     """The gangs of pods to run."""
-    timeline: list[StepSpec] = []
+    timeline: list[StepSpec] = Field(default=[], max_length=MAX_STEPS)
     """Chaos steps."""
     settle: SettleSpec = SettleSpec()
     """Settle and cleanup timeouts."""

@@ -126,16 +126,22 @@ COUNT_PATHS: dict[tuple[Any, ...], int] = {
     ("spec", "nodes", 0, "count"): model.MAX_NODES_PER_GROUP,
     ("spec", "nodes", 0, "topology", "gpus"): model.MAX_DEVICES_PER_NODE,
     ("spec", "nodes", 0, "topology", "nvlinkDomains"): model.MAX_DEVICES_PER_NODE,
+    ("spec", "nodes", 0, "topology", "numaNodes"): model.MAX_DEVICES_PER_NODE,
     ("spec", "workloads", 0, "replicas"): model.MAX_REPLICAS,
     ("spec", "workloads", 1, "replicas"): model.MAX_REPLICAS,
+    ("spec", "workloads", 0, "minCount"): model.MAX_REPLICAS,
+    ("spec", "workloads", 0, "extendedResources", "nvidia.com/gpu"): model.MAX_EXTENDED_RESOURCE,
     ("spec", "workloads", 0, "claims", 0, "requests", 0, "count"): model.MAX_DEVICES_PER_REQUEST,
+    ("spec", "timeline", 1, "when", "count"): model.MAX_REPLICAS,
+    ("spec", "timeline", 0, "target", "member"): model.MAX_REPLICAS - 1,
     ("spec", "seed"): model.MAX_SEED,
 }
+"""Every bounded field of every library scenario is fuzzed in test_scenario_bounds.py."""
 
 
 def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
     for part in path[:-1]:
-        data = data[part]
+        data = data.setdefault(part, {}) if isinstance(data, dict) else data[part]
     data[path[-1]] = value
 
 
