@@ -9,6 +9,12 @@ the report directory, beside locust's CSV files) has per operation kind and phas
 and max times, the errors, the target and the achieved operation rate, whether the load fell
 behind, and the invariants' verdicts.
 
+With ``workers`` or ``expect_workers`` the locust process is a master that waits for that many
+workers (those on this machine it starts; the others are started by hand with
+:data:`WORKER_COMMAND`, on other machines) and listens on ``master_bind``:``master_port``; a load
+whose workers do not all connect within ``worker_timeout``, or whose master cannot listen, does not
+start (:class:`HarnessError`).
+
 Used by ``draguard load`` and by the ``load`` chaos step (a churn phase inside a scenario).
 """
 
@@ -26,20 +32,31 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HarnessError
+from ..errors import EXIT_USAGE, HarnessError
 from ..invariants import DeviceId, Snapshot, evaluate
 from ..kube import RUN_LABEL, Kube, Obj
 
 LOAD_LABEL = "draguard.dev/load"
 """Every object of one load carries it, with the load's id as value."""
 
-__all__ = ["LOAD_LABEL", "LoadConfig", "LoadResult", "run_load", "KINDS", "BEHIND_RATIO", "CONTINUOUS"]
+__all__ = ["LOAD_LABEL", "LoadConfig", "LoadResult", "run_load", "load_settings", "KINDS", "BEHIND_RATIO", "CONTINUOUS",
+           "MAX_DEFAULT_USERS", "WORKER_COMMAND", "DEFAULT_MASTER_BIND", "DEFAULT_MASTER_PORT",
+           "DEFAULT_WORKER_TIMEOUT"]
 
 KINDS = ("gang", "template", "shared")
 BEHIND_RATIO = 0.9
 """The load fell behind when it started fewer than this share of the operations its target asks for."""
 CONTINUOUS = ("claim-atomic", "no-double-allocation", "topology")
 """Judged while the load runs (``no-leak`` is judged after it stops and everything is gone)."""
+MAX_DEFAULT_USERS = 500
+"""The default user count is the rate times 4 (about 4 s per operation), at least 2 and at most this."""
+CANNOT_START = EXIT_USAGE
+"""The locust process's exit code when the load could not start (its last ``draguard: error:`` line says why)."""
+WORKER_COMMAND = "python -m draguard.harness.load.locustmain --worker"
+"""How a worker is started on another machine (then ``MASTER:PORT``)."""
+DEFAULT_MASTER_BIND = "127.0.0.1"
+DEFAULT_MASTER_PORT = 5557
+DEFAULT_WORKER_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -59,7 +76,14 @@ class LoadConfig:
     users: int | None = None
     """Concurrent locust users (default: enough for the rate at about 4 s per operation)."""
     workers: int = 0
-    """Locust worker processes on this machine (0: one local runner)."""
+    """Locust worker processes on this machine (0 and no ``expect_workers``: one local runner)."""
+    expect_workers: int = 0
+    """Locust workers started by hand (on other machines) that the master waits for, besides ``workers``."""
+    master_bind: str = DEFAULT_MASTER_BIND
+    """The interface the locust master listens on for its workers (``0.0.0.0``: all)."""
+    master_port: int = DEFAULT_MASTER_PORT
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT
+    """Seconds the master waits for its workers to connect before the load is given up."""
     op_timeout: float = 60.0
     judge_interval: float = 1.0
     cleanup_timeout: float = 60.0
@@ -75,7 +99,11 @@ class LoadConfig:
 
     @property
     def user_count(self) -> int:
-        return self.users or max(2, min(500, int(self.rate * 4 + 0.999)))
+        return self.users or max(2, min(MAX_DEFAULT_USERS, int(self.rate * 4 + 0.999)))
+
+    @property
+    def distributed(self) -> bool:
+        return self.workers + self.expect_workers > 0
 
 
 @dataclass
@@ -118,29 +146,48 @@ def _available(snapshot: Snapshot) -> frozenset[DeviceId]:
     return frozenset(set(snapshot.devices) - allocated)
 
 
+def load_settings(config: LoadConfig) -> dict[str, Any]:
+    """What the locust process and each of its workers need: plain JSON (the master forwards it to
+    workers in locust's messages), nothing else."""
+    prefix = f"load-{config.run}"
+    return {
+        "kubeconfig": config.kubeconfig, "context": config.context, "namespace": config.namespace,
+        "run": config.run, "run_label": config.run_label or config.run, "prefix": prefix,
+        "template": f"{prefix}-tpl", "claim_spec": _claim_spec(config), "shared_claim_spec": _shared_claim_spec(config),
+        "rate": config.rate, "users": config.user_count, "duration": config.duration, "kinds": list(config.kinds),
+        "gang_size": config.gang_size, "op_timeout": config.op_timeout, "workers": config.workers,
+        "expect_workers": config.expect_workers, "master_bind": config.master_bind, "master_port": config.master_port,
+        "worker_timeout": config.worker_timeout, "image": config.image, "report_dir": str(config.report_dir),
+    }  # fmt: skip
+
+
+def _error_line(log: Path, start: int) -> str | None:
+    """The last ``draguard: error:`` line the locust process wrote to its log from ``start`` on."""
+    try:
+        with log.open("rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = [line.split("draguard: error: ", 1)[1].strip() for line in text.splitlines() if "draguard: error: " in line]
+    return found[-1] if found else None
+
+
 def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[str], None] = lambda m: None) -> LoadResult:
-    """Run the load to its end (blocking); raises HarnessError when it cannot start."""
+    """Run the load to its end (blocking); raises HarnessError when it cannot start (after deleting what it
+    created)."""
     kube = kube or Kube.from_kubeconfig(config.kubeconfig, config.context)
     report = Path(config.report_dir)
     report.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     labels = {RUN_LABEL: config.run_label or config.run, LOAD_LABEL: config.run}
-    prefix = f"load-{config.run}"
-    template = f"{prefix}-tpl"
+    template = f"load-{config.run}-tpl"
     kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                  "metadata": {"name": template, "namespace": config.namespace, "labels": labels},
                  "spec": {"metadata": {"labels": labels}, "spec": _claim_spec(config)}})  # fmt: skip
     inventory = _available(_snapshot(kube, config.namespace, frozenset(), t0))
-    settings = {
-        "kubeconfig": config.kubeconfig, "context": config.context, "namespace": config.namespace,
-        "run": config.run, "run_label": config.run_label or config.run, "prefix": prefix, "template": template, "claim_spec": _claim_spec(config),
-        "shared_claim_spec": _shared_claim_spec(config),
-        "rate": config.rate, "users": config.user_count, "duration": config.duration, "kinds": list(config.kinds),
-        "gang_size": config.gang_size, "op_timeout": config.op_timeout, "workers": config.workers,
-        "image": config.image, "report_dir": str(report),
-    }  # fmt: skip
     settings_file = report / "load-config.json"
-    settings_file.write_text(json.dumps(settings, indent=2) + "\n")
+    settings_file.write_text(json.dumps(load_settings(config), indent=2) + "\n")
     violations: dict[str, dict[str, str]] = {}
     stop = threading.Event()
 
@@ -158,19 +205,32 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
 
     judging = threading.Thread(target=judge_loop, name="load-invariants", daemon=True)
     judging.start()
+    workers = config.workers + config.expect_workers
     progress(f"load: {config.rate:g} operations/s ({', '.join(config.kinds)}) for {config.duration:g}s with "
-             f"{config.user_count} users" + (f" on {config.workers} workers" if config.workers else ""))  # fmt: skip
-    log = (report / "locust.log").open("ab")
+             f"{config.user_count} users" + (f" on {workers} workers" if workers else ""))  # fmt: skip
+    if config.expect_workers:
+        progress(f"load: waiting up to {config.worker_timeout:g}s for {config.expect_workers} more worker(s) at "
+                 f"{config.master_bind}:{config.master_port}; start each with: "
+                 f"{WORKER_COMMAND} HOST:{config.master_port}")  # fmt: skip
+    log_path = report / "locust.log"
+    log = log_path.open("ab")
+    log_start = log.tell()
     error = None
+    cannot_start = None
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "draguard.harness.load.locustmain", str(settings_file)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "DRAGUARD_LOAD_CONFIG": str(settings_file)},
-            timeout=config.duration + 2 * config.op_timeout + 120,
+            timeout=config.duration + 2 * config.op_timeout + 120
+            + (config.worker_timeout if config.distributed else 0),
         )  # fmt: skip
-        if proc.returncode != 0:
-            error = f"the locust process exited with {proc.returncode} (see {report / 'locust.log'})"
+        if proc.returncode == CANNOT_START:
+            cannot_start = _error_line(log_path, log_start) or f"the locust process exited with {CANNOT_START}"
+            error = f"the load did not start: {cannot_start} (see {log_path})"
+        elif proc.returncode != 0:
+            why = _error_line(log_path, log_start)
+            error = f"the locust process exited with {proc.returncode}{': ' + why if why else ''} (see {log_path})"
     except subprocess.TimeoutExpired:
         error = "the locust process did not end in time"
     finally:
@@ -190,6 +250,8 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
         ):
             break
         time.sleep(0.5)
+    if cannot_start is not None:
+        raise HarnessError(f"the load did not start: {cannot_start} (see {log_path})")
     judge(("no-leak",), _snapshot(kube, config.namespace, inventory, t0))
     summary_path = report / "locust.json"
     locust = json.loads(summary_path.read_text()) if summary_path.exists() else {}

@@ -10,10 +10,14 @@ and removes a claim only once no pod uses it and, on a real kubelet, after unpre
 to locust as requests named ``allocated``, ``prepared``, ``running`` and ``released`` of type
 ``<kind>``; a step that does not happen in time is a failure of that request.
 
-Users keep no state between tasks and read their settings from the environment's parsed options
-(distributed mode: each worker builds them from the same JSON), so they pickle and spread over
-workers. What each worker process shares is its :class:`Tracker`: one watch of the load's pods and
-claims instead of one poll per operation.
+Users keep no state between tasks (an operation is created, awaited and deleted inside one task,
+under a random name), so any worker can run any of them. Their settings are one JSON object,
+:func:`settings`: a local runner and the master read it from the file named by
+``$DRAGUARD_LOAD_CONFIG``; a worker (``locustmain --worker MASTER:PORT``, on this machine or
+another) needs no file: the master forwards the same JSON as a custom option (``draguard_load``) in
+each spawn message, locust's way of passing custom arguments to workers, and the worker installs it
+with :func:`use_settings` before its users start. What each process shares is its
+:class:`Tracker`: one watch of the load's pods and claims instead of one poll per operation.
 """
 
 from __future__ import annotations
@@ -30,22 +34,35 @@ from locust import User, constant_throughput, task
 from ..kube import RUN_LABEL, ApiError, Kube, Obj
 from .engine import LOAD_LABEL
 
-__all__ = ["ChurnUser", "Tracker", "settings", "OP_LABEL", "KIND_LABEL"]
+__all__ = ["ChurnUser", "Tracker", "settings", "use_settings", "OP_LABEL", "KIND_LABEL", "CONFIG_ENV",
+           "SETTINGS_OPTION"]
 
 OP_LABEL = "draguard.dev/load-op"
 KIND_LABEL = "draguard.dev/load-kind"
 CONFIG_ENV = "DRAGUARD_LOAD_CONFIG"
+SETTINGS_OPTION = "draguard_load"
+"""The custom parsed option in which the master forwards :func:`settings` to its workers."""
 
 _settings: dict[str, Any] | None = None
 
 
 def settings() -> dict[str, Any]:
-    """The load's settings (a JSON file named by ``$DRAGUARD_LOAD_CONFIG``), read once per process."""
+    """The load's settings: those :func:`use_settings` installed (a worker), else the JSON file named
+    by ``$DRAGUARD_LOAD_CONFIG`` (a local runner, the master), read once per process."""
     global _settings
     if _settings is None:
-        with open(os.environ[CONFIG_ENV]) as f:
+        path = os.environ.get(CONFIG_ENV)
+        if not path:
+            raise RuntimeError(f"no load settings: ${CONFIG_ENV} is not set and the master sent none")
+        with open(path) as f:
             _settings = json.load(f)
     return _settings
+
+
+def use_settings(values: dict[str, Any]) -> None:
+    """Install the load's settings in this process (a worker: those its master forwarded)."""
+    global _settings
+    _settings = dict(values)
 
 
 class Tracker:

@@ -1,5 +1,6 @@
 """``draguard load``: claim churn through locust against the real local control plane with fake nodes
-and the driver host; the rail against non-local clusters; falling behind is reported."""
+and the driver host (local workers, and a worker started by hand as on another machine); the rail
+against non-local clusters; falling behind is reported."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import pytest
 
 from draguard.harness.driver.host import DriverHostProcess, HostedNode
 from draguard.harness.kube import Kube
+from draguard.harness.load.engine import WORKER_COMMAND
 from draguard.harness.nodes.process import FakeNodesProcess
+from draguard.harness.process import free_port
 from support import wait
 
 DRIVER = "gpu.draguard.dev"
@@ -105,3 +108,34 @@ def test_a_rate_the_users_cannot_reach_is_reported_as_falling_behind(
     assert result.returncode == 1
     assert summary["fell_behind"] and summary["achieved_rate"] < 0.9 * 50
     assert "FELL BEHIND" in result.stderr
+
+
+@pytest.mark.cluster
+def test_a_worker_started_by_hand_as_on_another_machine_runs_the_load(
+    draguard_cluster: Any, fleet: Kube, tmp_path: Path
+) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"{WORKER_COMMAND} MASTER:PORT" in readme, "the README shows another command for a worker"
+    report, port = tmp_path / "out", free_port()
+    master = subprocess.Popen([sys.executable, "-m", "draguard.cli.main", "load", "--kubeconfig",
+                               str(draguard_cluster.kubeconfig), "--rate", "2", "--duration", "8s", "--expect-workers",
+                               "1", "--master-port", str(port), "--report-dir", str(report)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        # What the README tells a user on another machine, with this machine's address for MASTER.
+        python, *command = WORKER_COMMAND.split()
+        assert python == "python"
+        worker = subprocess.run([sys.executable, *command, f"127.0.0.1:{port}"], capture_output=True, text=True,
+                                timeout=240)  # fmt: skip
+        out, err = master.communicate(timeout=240)
+    finally:
+        master.kill()
+    summary = json.loads((report / "summary.json").read_text())
+    assert master.returncode == 0, (err[-3000:], summary)
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    assert f"start each with: {WORKER_COMMAND} HOST:{port}" in err
+    locust = summary["locust"]
+    assert locust["workers"] == 1 and not summary["fell_behind"] and summary["invariants"] == {}
+    assert locust["operations_started"] >= 8 and locust["operations_finished"] == locust["operations_started"], locust
+    assert all(e["failures"] == 0 for e in locust["entries"]), locust["entries"]
+    assert "reported as ready" in (report / "locust.log").read_text()
