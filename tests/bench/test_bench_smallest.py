@@ -44,6 +44,9 @@ def test_dra_throughput_at_its_smallest(tmp_path: Path) -> None:
     assert window is None or 0 < window["wall_s"] <= overhead["wall_s"], window  # 12 pods may take under 2 samples
     assert sample["draguard"]["prepare_lag_s"]["n"] == 12 and sample["draguard"]["prepare_lag_s"]["max"] > 0
     assert sample["draguard"]["delete_all_s"] is not None
+    lease = sample["draguard"]["lease_age"]  # the fake nodes' heartbeats, sampled while the pods run
+    assert lease["samples"] > 0 and lease["all_ages_s"]["n"] >= 2 and lease["stale_over_40s"] == 0, lease
+    assert 0 <= lease["max_s"] < 40, lease
     assert r["upstream_threshold_pods_per_s"] == 56.0  # v1.37.2's 5000pods_500nodes threshold
     perf = sample["scheduler_perf"]
     # Optional: run when `draguard cluster build --scheduler-perf` built it, else the reason and the remedy.
