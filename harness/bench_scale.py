@@ -663,13 +663,19 @@ def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 
         s = result.summary
         entries = s["locust"].get("entries", [])
         running = [e for e in entries if e["name"] == "running"]
+        # Claims an operation makes: a gang one template claim per member, a template operation one,
+        # a shared operation one claim its members share (harness/load/users.py).
+        per_op = {"gang": int((s.get("config") or {}).get("gang_size", 1)), "template": 1, "shared": 1}
+        claims = sum(int(e["count"]) * per_op.get(e["kind"], 1) for e in entries if e["name"] == "create")
         runs.append({"target_rate": rate, "achieved_rate": s["achieved_rate"], "fell_behind": s["fell_behind"],
+                     "claims_per_s": round(claims / duration, 2),
                      "p99_running_ms": max((e["p99_ms"] for e in running), default=None),
                      "p50_running_ms": max((e["p50_ms"] for e in running), default=None),
                      "failures": sum(e["failures"] for e in entries), "violations": s["invariants"]})  # fmt: skip
         progress(f"churn #{i + 1}: {runs[-1]}")
     achieved = [r["achieved_rate"] for r in runs]
     return {"unit": "operations/s", "nodes": nodes, "target_rate": rate, "median": round(statistics.median(achieved), 2),
+            "claims_per_s_median": statistics.median([r["claims_per_s"] for r in runs]),
             "p99_running_ms_median": statistics.median([r["p99_running_ms"] or 0 for r in runs]),
             "target": "the target rate sustained, p99 to Running under 10 s, no violation",
             "met": all(not r["fell_behind"] and (r["p99_running_ms"] or 1e9) < 10_000 and not r["violations"]

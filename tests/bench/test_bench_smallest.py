@@ -58,6 +58,8 @@ def test_churn_at_its_smallest(tmp_path: Path) -> None:
     (r,) = run_benchmarks(["churn"], 1, tmp_path, lambda m: None, {"nodes": 2, "rate": 1.0, "duration": 4}).values()
     sample = r["samples"][0]
     assert sample["failures"] == 0 and not sample["violations"] and sample["p99_running_ms"]
+    assert sample["claims_per_s"] > 0 and sample["achieved_rate"] > 0  # each operation makes one claim or more
+    assert r["claims_per_s_median"] == sample["claims_per_s"]
 
 
 @pytest.mark.cluster
