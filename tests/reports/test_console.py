@@ -159,3 +159,27 @@ def test_the_bench_table_shows_the_library_wall_side_by_side() -> None:
     assert f"{wall['scenarios']} scenario(s), sequential, warm binary cache; {wall['parallel']} at a time " \
            f"{wall['parallel_median']} s ({wall['parallel_speedup_median']}x faster)" in text
     assert "NOT ok: incomplete-cdi-spec (parallel 2, round 1)" in text
+
+
+def test_the_bench_table_renders_every_committed_result_and_a_fresh_kubelet_one() -> None:
+    """Each benchmark's result shape prints (``draguard bench kubelet`` ended in a KeyError traceback:
+    its result has no single median)."""
+    import io
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from draguard.reports.console import print_bench
+
+    results = {}
+    for path in sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "results").glob("*.json")):
+        r = json.loads(path.read_text())
+        results[r.get("benchmark", path.stem)] = r
+    assert {"kubelet", "dra-throughput", "detection", "churn", "cluster-up"} <= set(results)
+    out = io.StringIO()
+    print_bench(results, Console(file=out, width=400))
+    text = out.getvalue()
+    kubelet = results["kubelet"]["bind_to_running_median"]
+    assert f"{kubelet['kubelet']} vs {kubelet['fake']}" in text and "s bind to Running" in text
+    assert all(name in text for name in results)
