@@ -29,6 +29,6 @@ from draguard.chaos import (  # noqa: F401  (each module registers itself)
     node_restart,
     preempt,
 )
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 
 __all__ = ["FAULTS"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.kube import Obj
 from draguard.harness.runner.context import StepContext
 

@@ -6,7 +6,7 @@ new pod against the cleanup of a force-deleted one on the same devices.
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.scenario.model import DnsLabel, Params
 

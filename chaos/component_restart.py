@@ -6,7 +6,7 @@ written to the API must carry the system to the same result.
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 
 

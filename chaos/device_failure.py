@@ -9,7 +9,7 @@ broken hardware (``container-devices``). The device is repaired at the start of 
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.scenario.model import DnsLabel, Params
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from draguard.harness.errors import UsageError
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.deploy import RUN_LABEL
 from draguard.harness.runner.journal import UndoAction

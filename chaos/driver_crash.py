@@ -16,8 +16,8 @@ from datetime import timedelta
 
 from pydantic import Field
 
-from draguard.harness.errors import DraguardError
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.errors import DraguardError
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import CrashPoint, FakeDriverControl, StepContext
 from draguard.harness.scenario.model import Params, PositiveDuration
 

@@ -8,7 +8,7 @@ the other steps: each step runs on its own.
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import FakeDriverControl, StepContext
 from draguard.harness.scenario.model import Params, PositiveDuration
 

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import Field
 
 from draguard.harness.proxy.faults import Action, FaultRule
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.scenario.model import DnsLabel, Params
 

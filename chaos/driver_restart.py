@@ -5,7 +5,7 @@ A correct driver recovers every prepared claim from its checkpoint; none is lost
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.scenario.model import Params
 

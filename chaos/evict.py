@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import MAX_SECONDS, Params

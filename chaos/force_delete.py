@@ -6,7 +6,7 @@ agent (kubelet) must still unprepare them, or they leak.
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
 

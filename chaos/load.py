@@ -22,9 +22,9 @@ from datetime import timedelta
 
 from pydantic import Field
 
-from draguard.harness.errors import HarnessError, UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.load.engine import BEHIND_RATIO, KINDS, LoadConfig, LoadResult, run_load
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import LoadKind, LoadPhase, LoadSummary
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.deploy import sharing_config

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from datetime import timedelta
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.scenario.model import Params, PositiveDuration
 

@@ -6,7 +6,7 @@ one agent process, which restarts as a whole; a hollow kubelet is restarted for 
 
 from __future__ import annotations
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.scenario.model import Params
 

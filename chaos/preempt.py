@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
 from draguard.harness.scenario.model import DnsLabel, Params, PositiveDuration

@@ -3,15 +3,15 @@
 Shared by ``draguard`` itself and by the commands that can run on their own
 (``python -m draguard.cli.driver``, ``python -m draguard.cli.nodes``), which skip importing every
 other command to start fast. draguard's own children use harness entry points instead
-(:func:`draguard.harness.process.child_main`).
+(:func:`draguard.harness.core.process.child_main`).
 """
 
 from __future__ import annotations
 
 import click
 
-from draguard.harness.errors import EXIT_USAGE, DraguardError
-from draguard.harness.process import tune_gc
+from draguard.harness.core.errors import EXIT_USAGE, DraguardError
+from draguard.harness.core.process import tune_gc
 
 __all__ = ["invoke"]
 

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 import draguard.chaos  # noqa: F401  (fault kinds: the runner-based benchmarks validate scenarios)
-from draguard.harness.bench import BENCHMARKS, run_benchmarks
+from draguard.harness.bench.suite import BENCHMARKS, run_benchmarks
 from draguard.reports.console import print_bench
 
 __all__ = ["command"]

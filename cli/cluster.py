@@ -19,8 +19,8 @@ from draguard.harness.cluster.local import (
     LocalCluster,
     list_clusters,
 )
-from draguard.harness.errors import UsageError
-from draguard.harness.process import interrupt_on_sigterm
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.process import interrupt_on_sigterm
 from draguard.reports.console import print_allocation_check, print_cluster_status
 
 __all__ = ["command"]
@@ -169,7 +169,7 @@ def check(name: str, kubeconfig: str | None, report_dir: str) -> None:
     from pathlib import Path
 
     from draguard.harness.kube import Kube
-    from draguard.harness.selfcheck import run_allocation_check
+    from draguard.harness.campaign.selfcheck import run_allocation_check
 
     kube = Kube.from_kubeconfig(kubeconfig) if kubeconfig else LocalCluster.attach(name).kube()
     result = run_allocation_check(kube)

@@ -15,7 +15,7 @@ import click
 
 from draguard.conformance.certify import CertifyOptions, certify, node_access, parse_profiles
 from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conformance
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.bundle import verify_bundle
 from draguard.reports.console import check_line, check_summary

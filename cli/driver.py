@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from draguard.harness.paths import DEFAULT_DRIVER, state_dir
+from draguard.harness.core.paths import DEFAULT_DRIVER, state_dir
 
 from ._entry import invoke
 

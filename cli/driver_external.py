@@ -20,10 +20,10 @@ from draguard.harness.driver.external import (
     external_device_class,
     find_test_driver,
 )
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Kube
 from draguard.harness.nodes.agent import validate_node_name
-from draguard.harness.paths import state_dir
+from draguard.harness.core.paths import state_dir
 
 __all__ = ["command"]
 

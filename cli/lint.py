@@ -19,7 +19,7 @@ from draguard.conformance.lint import (
     parse_release,
     render,
 )
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 __all__ = ["command"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 
 from draguard.harness.cluster.local import LocalCluster, clusters_root
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.load.engine import (
     DEFAULT_MASTER_BIND,

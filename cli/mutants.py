@@ -28,9 +28,9 @@ from rich.console import Console
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
 from draguard.harness.driver.mutants import MUTANTS
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
-from draguard.harness.process import in_processes
-from draguard.harness.killmatrix import CORRECT, Cell, KillMatrix, plan, run_cell
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.core.process import in_processes
+from draguard.harness.campaign.killmatrix import CORRECT, Cell, KillMatrix, plan, run_cell
 from draguard.harness.scenario.loader import load_scenario, load_scenarios
 from draguard.harness.scenario.types import Scenario
 from draguard.reports.console import print_kill_matrix

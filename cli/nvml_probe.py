@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from draguard.harness.errors import EXIT_OK, EXIT_USAGE
+from draguard.harness.core.errors import EXIT_OK, EXIT_USAGE
 
 __all__ = ["command"]
 

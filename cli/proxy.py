@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from draguard.harness.process import wait_for_signal
+from draguard.harness.core.process import wait_for_signal
 from draguard.harness.proxy import FaultSet, Interposer
 
 __all__ = ["command"]

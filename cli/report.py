@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from draguard import reports
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK
 from draguard.reports.diff import diff_runs, print_diff
 from draguard.reports.history import write_history
 from draguard.reports.terminal import print_paths

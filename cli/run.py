@@ -1,7 +1,7 @@
 """``draguard run SCENARIO...`` and ``draguard cleanup``: play scenarios, undo what a crashed run left.
 
 ``--driver NAME --device-class NAME`` plays them against an installed DRA driver instead of the fake
-one (:mod:`draguard.harness.runner.retarget`): what a scenario needs and the driver cannot give makes
+one (:mod:`draguard.harness.campaign.retarget`): what a scenario needs and the driver cannot give makes
 it not applicable, reported with the reasons; a run where nothing was applicable exits 2."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from rich.console import Console
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds before scenarios are validated)
 from draguard import reports
-from draguard.harness.environment import run_environment
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.core.environment import run_environment
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.kube import Kube
-from draguard.harness.process import interrupt_on_sigterm
+from draguard.harness.core.process import interrupt_on_sigterm
 from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.driver.external import TEST_DRIVER_NAME
-from draguard.harness.runner.retarget import (
+from draguard.harness.campaign.retarget import (
     ClusterFacts,
     Plan,
     RunTarget,
@@ -36,7 +36,7 @@ from draguard.harness.runner.retarget import (
     not_applicable_result,
     retarget,
 )
-from draguard.harness.runner.parallel import check_parallel, run_in_parallel
+from draguard.harness.campaign.parallel import check_parallel, run_in_parallel
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenarios
 from draguard.harness.scenario.types import Scenario
@@ -220,7 +220,7 @@ def run_scenarios(loaded: list[Scenario], out: Path, *, backend: str | None = No
 def run_repeated(sc: Scenario, times: int, out: Path, **options: Any) -> bool:
     """Run ``sc`` ``times`` times (reports under <out>/<name>/run-<i>), print and write the verdict
     rates (<out>/<name>/repeat.json); True if every run met every expectation."""
-    from draguard.harness.repeat import rates
+    from draguard.harness.campaign.repeat import rates
 
     results: list[ScenarioResult] = []
     for i in range(1, times + 1):

@@ -14,7 +14,7 @@ import click
 
 from draguard import reports
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity, sanity_checks
-from draguard.harness.errors import EXIT_OK
+from draguard.harness.core.errors import EXIT_OK
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.console import check_line, check_summary
 

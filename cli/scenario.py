@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from draguard.harness.errors import EXIT_OK, EXIT_USAGE, ScenarioError, UsageError
+from draguard.harness.core.errors import EXIT_OK, EXIT_USAGE, ScenarioError, UsageError
 from draguard.harness.scenario import discover, json_schema, load_scenario
 
 __all__ = ["COMMANDS", "validate", "schema"]

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from draguard.harness.environment import run_environment
-from draguard.harness.errors import HarnessError, UsageError
+from draguard.harness.core.environment import run_environment
+from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.kube import ApiError, Kube
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.bundle import load_product, write_bundle

@@ -1,6 +1,6 @@
 """The check engine shared by the sanity suite (gRPC contract) and the cluster suite (conformance).
 
-A check is a function of one context, registered in :data:`draguard.harness.registry.CHECKS` under a
+A check is a function of one context, registered in :data:`draguard.harness.core.registry.CHECKS` under a
 stable dotted id with its one-line rule and source. It passes by returning, fails by raising
 :class:`CheckFailed` (through :func:`expect`), and skips by raising :class:`Skip` with the reason.
 Anything else it raises is an ``error`` of that check, never a crash. :func:`run_entry` runs one
@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from draguard.harness.errors import ContractViolation
+from draguard.harness.core.errors import ContractViolation
 from draguard.harness.grpcapi.plugin import PluginCallError
-from draguard.harness.registry import Entry
+from draguard.harness.core.registry import Entry
 from draguard.harness.result import CheckResult, Evidence
 
 __all__ = ["Skip", "CheckFailed", "expect", "run_entry"]

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from draguard.harness.cluster.local import LocalCluster
-from draguard.harness.errors import DraguardError, HarnessError
+from draguard.harness.core.errors import DraguardError, HarnessError
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.result import RunResult
 

@@ -5,7 +5,7 @@ process, node faults from marker files. ``kubelet`` is the hollow DRA kubelet
 (:mod:`draguard.harness.kubelet`): upstream's kubelet code, one process per node.
 
 A fault that needs something of the nodes it targets registers ``node_capability=<name>`` in
-:data:`~draguard.harness.registry.FAULTS`; the scenario checker rejects a step whose target nodes
+:data:`~draguard.harness.core.registry.FAULTS`; the scenario checker rejects a step whose target nodes
 run an agent without that capability, and node groups larger than an agent can serve.
 """
 

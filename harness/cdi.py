@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from . import jsonfast
+from draguard.harness.core import jsonfast
 from .driver.state import atomic_write
-from .errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 
 __all__ = [
     "CDI_VERSION",

@@ -44,7 +44,7 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_strings,
 )
 
-from .errors import UsageError
+from draguard.harness.core.errors import UsageError
 
 __all__ = [
     "CelError",

@@ -36,8 +36,8 @@ import urllib3
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 
-from . import jsonfast
-from .errors import HarnessError
+from draguard.harness.core import jsonfast
+from draguard.harness.core.errors import HarnessError
 
 __all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj", "RUN_LABEL"]
 

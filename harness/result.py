@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from . import errors
+from draguard.harness.core import errors
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -76,7 +76,7 @@ class ResultFormatError(errors.UsageError):
 
 
 def exit_code_of(error_kind: str | None) -> int:
-    """The exit code an error of class ``error_kind`` (a name in :mod:`draguard.harness.errors`) maps to.
+    """The exit code an error of class ``error_kind`` (a name in :mod:`draguard.harness.core.errors`) maps to.
 
     An unusable environment (``HarnessError``) or input (``UsageError``) is 2; an unknown or absent
     kind is a failed expectation, 1.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.result import RunResult
 
 from . import allure, html, junit, terminal, verdict  # noqa: F401  (register the formats)

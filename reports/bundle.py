@@ -33,7 +33,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.result import ResultFormatError, RunResult
 
 from .files import write_atomic

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from draguard.harness.killmatrix import CORRECT, KillMatrix
+from draguard.harness.campaign.killmatrix import CORRECT, KillMatrix
 from draguard.harness.result import CheckResult
-from draguard.harness.repeat import Rates
+from draguard.harness.campaign.repeat import Rates
 from draguard.harness.runner import deploy
 from draguard.harness.scenario.types import Scenario
 

@@ -1,4 +1,4 @@
-"""The kill matrix as Markdown (``docs/kill-matrix.md``), rendered from :class:`~draguard.harness.killmatrix.KillMatrix`.
+"""The kill matrix as Markdown (``docs/kill-matrix.md``), rendered from :class:`~draguard.harness.campaign.killmatrix.KillMatrix`.
 
 The document says when, where and how it was measured, lists each mutant with the bug it models,
 its upstream citation and the scenarios that catch it (with the detector), names the survivors,
@@ -8,7 +8,7 @@ and shows the whole matrix. It is a pure function of the matrix, so a test can r
 
 from __future__ import annotations
 
-from draguard.harness.killmatrix import CORRECT, Cell, KillMatrix
+from draguard.harness.campaign.killmatrix import CORRECT, Cell, KillMatrix
 
 __all__ = ["render_markdown", "cell_mark"]
 

@@ -1,4 +1,4 @@
-"""The report formats, registered by name on the one registry class (``draguard.harness.registry``).
+"""The report formats, registered by name on the one registry class (``draguard.harness.core.registry``).
 
 A format is one module with one function ``render(result, out) -> list[Path]`` that reads only the
 result model and returns the files it wrote under ``out`` (the terminal writes none)::
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from draguard.harness.registry import Registry
+from draguard.harness.core.registry import Registry
 from draguard.harness.result import RunResult
 
 __all__ = ["REPORTS", "Renderer"]

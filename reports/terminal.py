@@ -9,7 +9,7 @@ operation kind and phase (a table, ms), follow its scenario's lines.
 
 :class:`RunProgress` is the progress callback the CLI hands to the runner: one line per phase with
 the time since the scenario started (no source locations), and a rich progress bar with counts and
-rate for phases that report :class:`~draguard.harness.progress.Counted` messages (building
+rate for phases that report :class:`~draguard.harness.core.progress.Counted` messages (building
 binaries, starting many drivers, deleting many pods).
 """
 
@@ -25,8 +25,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from draguard.harness.errors import EXIT_USAGE
-from draguard.harness.progress import Counted
+from draguard.harness.core.errors import EXIT_USAGE
+from draguard.harness.core.progress import Counted
 from draguard.harness.result import InvariantResult, LoadSummary, RunResult, ScenarioResult
 
 from .registry import REPORTS
@@ -177,7 +177,7 @@ class RunProgress:
     """The runner's progress callback: phase lines and rich bars for counted phases."""
 
     counts = True
-    """Ask harness code for frequent counted updates (see ``draguard.harness.progress``)."""
+    """Ask harness code for frequent counted updates (see ``draguard.harness.core.progress``)."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or _console()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client import Configuration
 
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import ApiError, Kube, _Connections
 
 

@@ -1,4 +1,4 @@
-"""Process plumbing in one place (draguard.harness.process): the socket-path rules every socket server
+"""Process plumbing in one place (draguard.harness.core.process): the socket-path rules every socket server
 uses, the spawner thread, and the harness entry points draguard's children run instead of the
 command line."""
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import click
 import pytest
 
-from draguard.harness.errors import UsageError
-from draguard.harness.process import (
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.process import (
     GC_THRESHOLD,
     UNIX_PATH_MAX,
     Supervised,
@@ -158,7 +158,7 @@ def test_a_threshold_the_user_set_is_kept(default_gc: None) -> None:
 def test_jobs_end_when_the_wait_for_them_is_ended_by_an_error() -> None:
     """A failure while waiting (here the ``done`` callback; in CI a test's time limit) ends the running
     jobs and never starts the queued ones: the pool's shutdown used to wait for all of them."""
-    from draguard.harness.process import in_processes
+    from draguard.harness.core.process import in_processes
 
     def done(result: object) -> None:
         raise RuntimeError("the caller gives up")

@@ -1,7 +1,7 @@
 """The cluster suite's engine: configuration, capability detection, node access, the context, the runner.
 
 A check is ``check(ctx: ClusterContext) -> None`` registered with :func:`cluster_check` into
-:data:`draguard.harness.registry.CHECKS` as ``conformance.<profile>.<name>`` with its rule, source
+:data:`draguard.harness.core.registry.CHECKS` as ``conformance.<profile>.<name>`` with its rule, source
 and the fake-driver mutants it is aimed at. It passes, fails (:class:`~..checks.CheckFailed`, with
 evidence) or skips (:class:`~..checks.Skip`, with the reason), through the engine the sanity suite
 uses (:func:`draguard.conformance.checks.run_entry`).
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from draguard.harness.errors import DefinitionError, HarnessError, UsageError
+from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
 from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
-from draguard.harness.registry import CHECKS, Entry
+from draguard.harness.core.registry import CHECKS, Entry
 from draguard.harness.result import CheckResult, Evidence, RunResult
 
 from ..checks import CheckFailed, Skip, run_entry
@@ -569,7 +569,7 @@ def _nodes(kube: Kube, config: ClusterConfig, slices: list[Obj]) -> list[str]:
 def open_context(config: ClusterConfig, access: Any = None) -> Iterator[ClusterContext]:
     """Detect capabilities, find the nodes, make the run's namespace; delete it at the end.
 
-    Raises :class:`~draguard.harness.errors.HarnessError` (exit 2) when the cluster cannot be used
+    Raises :class:`~draguard.harness.core.errors.HarnessError` (exit 2) when the cluster cannot be used
     at all: unreachable, or no ResourceClaim API.
     """
     kube = Kube.from_kubeconfig(config.kubeconfig, config.context)

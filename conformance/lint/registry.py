@@ -2,7 +2,7 @@
 
 A rule module registers its check with :func:`rule`; the decorator validates the definition at once
 (a kebab-case id never used before, a one-line statement and fix, a function taking the inventory)
-and raises :class:`~draguard.harness.errors.DefinitionError` naming the function otherwise. The
+and raises :class:`~draguard.harness.core.errors.DefinitionError` naming the function otherwise. The
 function is returned unchanged; the frozen :class:`Rule` record lands in :data:`RULES`.
 
 Users: the rule modules in ``rules/`` (register), the engine (runs them), the formatters (rule
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from draguard.harness.errors import DefinitionError
+from draguard.harness.core.errors import DefinitionError
 
 if TYPE_CHECKING:
     from .inventory import Inventory

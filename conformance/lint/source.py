@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 
 if TYPE_CHECKING:
     from .sources import CodeFile

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, DeviceHealthReport, PluginCallError, choose_health
 
 from .suite import CheckFailed, SanityContext, Skip, expect, sanity_check

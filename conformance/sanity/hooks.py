@@ -16,7 +16,7 @@ from typing import Any
 
 from draguard.harness.driver.faults import Faults, clear_faults, set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 
 __all__ = ["CommandHooks", "FakeDriverHooks"]
 

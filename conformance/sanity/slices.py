@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Obj
 
 from .suite import SanityContext, Skip, expect, sanity_check

@@ -1,7 +1,7 @@
 """The sanity suite's engine: configuration, the check decorator, the context checks use, and the runner.
 
 A check is a function ``check(ctx: SanityContext) -> None`` registered with :func:`sanity_check`
-into :data:`draguard.harness.registry.CHECKS` under a stable dotted id (``sanity.<area>.<name>``),
+into :data:`draguard.harness.core.registry.CHECKS` under a stable dotted id (``sanity.<area>.<name>``),
 with its one-line rule, where the rule comes from, and the fake-driver mutants it is aimed at.
 A check passes by returning, fails by raising :class:`CheckFailed` (through :func:`expect`, so every
 failure has the same shape: what was expected, what the driver did, the objects and devices
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from draguard.harness.errors import DefinitionError, HarnessError, UsageError
+from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
 from draguard.harness.grpcapi.plugin import (
     ClaimRef,
     ClaimResult,
@@ -46,7 +46,7 @@ from draguard.harness.grpcapi.plugin import (
     choose_version,
 )
 from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
-from draguard.harness.registry import CHECKS, Entry
+from draguard.harness.core.registry import CHECKS, Entry
 from draguard.harness.result import CheckResult, RunResult
 
 from ..checks import CheckFailed, Skip, expect, run_entry

@@ -14,7 +14,7 @@ import pytest
 
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, SanityContext, open_context
 from draguard.conformance.sanity.suite import run_check, sanity_checks
-from draguard.harness.registry import CHECKS
+from draguard.harness.core.registry import CHECKS
 
 IDS = [e.name for e in sanity_checks()]
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import IO
 from pathlib import Path
 
-from ..errors import HarnessError
-from ..paths import cache_dir
-from ..progress import Counted, wants_counts
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.paths import cache_dir
+from draguard.harness.core.progress import Counted, wants_counts
 
 __all__ = [
     "K8S_VERSION",

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HarnessError, UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 from ..kube import Kube
-from ..paths import state_dir
+from draguard.harness.core.paths import state_dir
 from . import binaries as bins
 from .pki import Pki, write_kubeconfig
-from ..process import Supervised, free_port, kill_pid, last_lines, pid_alive, port_is_free
+from draguard.harness.core.process import Supervised, free_port, kill_pid, last_lines, pid_alive, port_is_free
 
 __all__ = ["LocalCluster", "ClusterConfig", "COMPONENT_ORDER", "clusters_root", "list_clusters"]
 

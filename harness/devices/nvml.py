@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from .truth import DeviceTruth, InstalledDevice, _Draft
 
 __all__ = ["NvmlError", "FakeNvml", "SHARING_STRATEGIES"]

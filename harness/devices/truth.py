@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import jsonfast
-from ..errors import HarnessError
+from draguard.harness.core import jsonfast
+from draguard.harness.core.errors import HarnessError
 
 __all__ = [
     "TRUTH_FILE",

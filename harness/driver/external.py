@@ -14,7 +14,7 @@ What the test driver does, as read from its source at v1.37.2 (``app/server.go``
   (the slice is owned by the Node), so start the fake node first;
 - it registers through ``<--plugin-registration-path>/<driver>-reg.sock`` and serves DRA on
   ``<--datadir>/<driver>/dra.sock`` (v1 and v1beta1, plus the health service), which is exactly the
-  :class:`~draguard.harness.paths.NodeDirs` layout, so the fake nodes find it like any other plugin;
+  :class:`~draguard.harness.core.paths.NodeDirs` layout, so the fake nodes find it like any other plugin;
 - ``NodePrepareResources`` writes one CDI spec per claim and request into ``--cdi-dir``, named
   ``<driver>-<claim uid>-<request>.json``; ``NodeUnprepareResources`` removes it. Its record of prepared
   claims is otherwise in memory only, so those files are the outside view of what it holds prepared;
@@ -22,7 +22,7 @@ What the test driver does, as read from its source at v1.37.2 (``app/server.go``
   environment sets it to the same file;
 - it needs no root and no kubelet: only writable directories and an API server.
 
-Talks to: the driver binary (a :class:`~draguard.harness.process.Supervised` child that dies
+Talks to: the driver binary (a :class:`~draguard.harness.core.process.Supervised` child that dies
 with its parent) and, for the helpers at the end, the API server through :class:`~draguard.harness.kube.Kube`.
 """
 
@@ -32,10 +32,10 @@ import os
 from pathlib import Path
 
 from ..cluster import binaries
-from ..process import Supervised, socket_accepts
-from ..errors import HarnessError
+from draguard.harness.core.process import Supervised, socket_accepts
+from draguard.harness.core.errors import HarnessError
 from ..kube import Kube, Obj
-from ..paths import NodeDirs, state_dir
+from draguard.harness.core.paths import NodeDirs, state_dir
 
 __all__ = [
     "TEST_DRIVER_NAME",

@@ -37,8 +37,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import UsageError
-from ..paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from .state import atomic_write
 
 __all__ = [

@@ -45,11 +45,11 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ..errors import HarnessError, UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2_grpc
 from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
-from ..paths import DEFAULT_DRIVER, NodeDirs
-from ..process import Supervised, claim_socket_path, release_socket_paths, socket_accepts
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.process import Supervised, claim_socket_path, release_socket_paths, socket_accepts
 from .inflight import CallsInFlight
 from .faults import FaultControl
 from .mutants import get_mutant

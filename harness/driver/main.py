@@ -16,8 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..paths import DEFAULT_DRIVER, state_dir
-from ..process import child_logging, child_main, stop_on_signals
+from draguard.harness.core.paths import DEFAULT_DRIVER, state_dir
+from draguard.harness.core.process import child_logging, child_main, stop_on_signals
 from .service import DriverConfig
 
 __all__ = ["run_fake", "run_host", "main"]

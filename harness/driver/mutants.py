@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
-from ..errors import DefinitionError, UsageError
+from draguard.harness.core.errors import DefinitionError, UsageError
 
 __all__ = ["Mutant", "MUTANTS", "mutant", "get_mutant", "FLAGS"]
 

@@ -42,7 +42,7 @@ from .. import cdi
 from ..devices.nvml import SHARING_STRATEGIES, FakeNvml, NvmlError
 from ..devices.truth import DeviceTruth, installed_devices
 from ..grpcapi.plugin import ClaimRef
-from ..paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 from .faults import FaultControl
 from .mutants import Mutant
 from .state import (

@@ -1,7 +1,7 @@
 """Run the fake driver as a subprocess: start, wait until both sockets answer, stop, kill -9, restart.
 
 Used by the node agent, the runner and the tests. The child is ``python -m draguard.harness.driver.main
-fake ...`` (the harness entry point, not the command line), a :class:`~draguard.harness.process.Supervised`
+fake ...`` (the harness entry point, not the command line), a :class:`~draguard.harness.core.process.Supervised`
 process with stdout and stderr appended to ``<plugins>/<driver>/driver.log``; the checkpoint,
 faults file and CDI specs live in the node's directories, so a restarted child recovers.
 """
@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import HarnessError
-from ..paths import DEFAULT_DRIVER, NodeDirs, state_dir
-from ..process import Supervised, socket_accepts
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs, state_dir
+from draguard.harness.core.process import Supervised, socket_accepts
 from .faults import set_faults
 from .state import Checkpoint, read_checkpoint
 

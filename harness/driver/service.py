@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from ..errors import HarnessError, UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
 from ..grpcapi.plugin import (
     DRA_VERSIONS,
@@ -43,8 +43,8 @@ from ..grpcapi.plugin import (
     PluginDevice,
     PluginInfo,
 )
-from ..paths import DEFAULT_DRIVER, NodeDirs
-from ..process import check_dns_subdomain, claim_socket_path, release_socket_paths
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.process import check_dns_subdomain, claim_socket_path, release_socket_paths
 from .faults import FaultControl
 from .inflight import CallsInFlight
 from .mutants import get_mutant

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from ..kube import ApiError, Kube
 from .topology import AttrValue, DeviceInfo, Inventory, Version
 
@@ -153,7 +153,7 @@ class SlicePublisher:
     def publish(self, inventory: Inventory, unhealthy: Mapping[str, str] | None = None) -> bool:
         """Make the API match; returns True when something was written.
 
-        Raises :class:`~draguard.harness.errors.HarnessError` when the Node does not exist (the
+        Raises :class:`~draguard.harness.core.errors.HarnessError` when the Node does not exist (the
         ownerReference needs its uid) or the API server refuses the slices.
         """
         specs, hashes = self._specs(inventory, unhealthy)

@@ -23,9 +23,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from .. import jsonfast
-from ..errors import HarnessError
-from ..paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core import jsonfast
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 K = TypeVar("K")
 T = TypeVar("T")

@@ -30,8 +30,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import Problem, UsageError
-from ..registry import Registry
+from draguard.harness.core.errors import Problem, UsageError
+from draguard.harness.core.registry import Registry
 from ..scenario.model import (
     MAX_ATTRIBUTE_INT,
     MAX_ATTRIBUTE_STRING,

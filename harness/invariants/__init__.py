@@ -1,7 +1,7 @@
 """The invariants: named rules judged over a frozen :class:`~.snapshot.Snapshot`.
 
 One module per invariant; each registers a pure ``check(snapshot) -> list[Violation]`` into
-:data:`~draguard.harness.registry.INVARIANTS` under its stable name, with its rule sentence as the
+:data:`~draguard.harness.core.registry.INVARIANTS` under its stable name, with its rule sentence as the
 summary. Importing this package registers all of them. Reports, tests and scenario files
 (``expect.hold`` / ``expect.violate``) use these names:
 
@@ -35,7 +35,7 @@ from draguard.harness.invariants.snapshot import (
     Snapshot,
 )
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = [
     "NAMES",

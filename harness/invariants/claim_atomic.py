@@ -7,7 +7,7 @@ from collections import defaultdict
 from draguard.harness.invariants.selection import base_request, match, requests_of, selectors_for
 from draguard.harness.invariants.snapshot import DeviceId, Obj, Snapshot, allocation_results, is_allocated, ref
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check"]
 

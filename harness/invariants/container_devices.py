@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from draguard.harness.invariants.snapshot import Snapshot
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check"]
 

@@ -21,7 +21,7 @@ from draguard.harness.invariants.snapshot import (
     ref,
 )
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check"]
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from draguard.harness.invariants.selection import request_spec
 from draguard.harness.invariants.snapshot import DeviceId, Obj, Snapshot, ref
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check", "exclusive_users", "admin_access"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from draguard.harness.invariants.snapshot import Snapshot, ref
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check", "is_extended_resource"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from draguard.harness.invariants.snapshot import DeviceId, DriverCall, Snapshot, allocation_results
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check", "NOT_THE_DRIVERS_ANSWER", "BATCHED_METHODS"]
 

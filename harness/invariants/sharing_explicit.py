@@ -16,7 +16,7 @@ from draguard.harness.invariants.no_double_allocation import exclusive_users
 from draguard.harness.invariants.selection import base_request, opaque_configs
 from draguard.harness.invariants.snapshot import Obj, Snapshot, ref
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check", "sharing_strategy"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from draguard.harness.invariants.selection import base_request, match, request_spec, requests_of, selectors_for
 from draguard.harness.invariants.snapshot import DeviceId, Obj, Snapshot, allocation_results, attribute, ref
 from draguard.harness.invariants.violation import Violation
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 __all__ = ["NAME", "check"]
 

@@ -39,9 +39,9 @@ from typing import Any
 
 from ..cdi import CdiError, Registry
 from ..devices.truth import DeviceTruth
-from ..errors import DraguardError
+from draguard.harness.core.errors import DraguardError
 from ..kube import Kube, Obj
-from ..paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 
 __all__ = ["DeviceTruthFeed"]
 

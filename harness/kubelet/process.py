@@ -1,13 +1,13 @@
 """One ``draguard-kubelet`` (hollow DRA kubelet) per node, as a supervised child process.
 
-The node root is the :class:`~draguard.harness.paths.NodeDirs` base: the kubelet's root directory
+The node root is the :class:`~draguard.harness.core.paths.NodeDirs` base: the kubelet's root directory
 (``plugins_registry/``, ``plugins/<driver>/``, the DRA checkpoint ``dra_manager_state``), the CDI
 directory ``cdi/`` that its fake runtime resolves devices against, ``containers/<id>.json`` (what each
 container got: its CDI devices and their environment; beside it ``<id>.truth`` while the device truth
 has the container running, see :mod:`.feed`) and the runtime's socket ``cri.sock``. The
 kubelet talks to the API server as ``system:node:<name>`` with a certificate from the cluster's CA.
 
-Talks to: the binary (a :class:`~draguard.harness.process.Supervised` child that dies with its
+Talks to: the binary (a :class:`~draguard.harness.core.process.Supervised` child that dies with its
 parent), the filesystem, and for readiness its healthz port and the Node object.
 """
 
@@ -25,10 +25,10 @@ from pathlib import Path
 
 from ..cluster import binaries
 from ..cluster.pki import Pki, node_kubeconfig
-from ..process import Supervised, free_port, last_lines
-from ..errors import DraguardError, HarnessError
+from draguard.harness.core.process import Supervised, free_port, last_lines
+from draguard.harness.core.errors import DraguardError, HarnessError
 from ..kube import Kube
-from ..paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 from .feed import DeviceTruthFeed
 
 __all__ = ["AGENT_CAPABILITIES", "HollowKubelet", "ContainerRecord", "find_kubelet"]

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_USAGE, HarnessError
+from draguard.harness.core.errors import EXIT_USAGE, HarnessError
 from ..invariants import DeviceId, Snapshot, evaluate
 from ..kube import RUN_LABEL, Kube, Obj
 

@@ -46,8 +46,8 @@ from locust.exception import RPCError
 from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 from locust.stats import StatsCSVFileWriter
 
-from ..errors import HarnessError, UsageError
-from ..process import child_logging, child_main, spawn
+from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.core.process import child_logging, child_main, spawn
 from .engine import DEFAULT_MASTER_BIND, DEFAULT_MASTER_PORT, DEFAULT_WORKER_TIMEOUT, WORKER_COMMAND
 from .users import CONFIG_ENV, SETTINGS_OPTION, ChurnUser, settings, use_settings
 

@@ -28,11 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
-from draguard.harness.errors import HarnessError, UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.grpcapi.plugin import CALL_TIMEOUT
 from draguard.harness.kube import ApiError, Kube, Obj
-from draguard.harness.paths import NodeDirs
-from draguard.harness.process import check_dns_subdomain
+from draguard.harness.core.paths import NodeDirs
+from draguard.harness.core.process import check_dns_subdomain
 
 from . import node as nodeobj
 from .heartbeat import Heartbeats

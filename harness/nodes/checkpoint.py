@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from draguard.harness import jsonfast
+from draguard.harness.core import jsonfast
 from draguard.harness.driver.state import atomic_write
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 
 __all__ = ["ClaimRecord", "DriverState", "Checkpoint", "CHECKPOINT_FILE"]
 

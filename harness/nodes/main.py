@@ -13,9 +13,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import UsageError
+from draguard.harness.core.errors import UsageError
 from ..kube import Kube
-from ..process import child_main, wait_for_signal
+from draguard.harness.core.process import child_main, wait_for_signal
 from .agent import FakeNodes, validate_node_name
 from .node import NodeSpec
 from .process import default_root, node_names

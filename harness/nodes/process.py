@@ -1,7 +1,7 @@
 """``draguard nodes`` as a child process, for the runner and the chaos steps (node restart, node loss).
 
 :class:`FakeNodesProcess` starts ``python -m draguard.harness.nodes.main ...`` (the entry point
-``draguard nodes`` shares) under :class:`~draguard.harness.process.Supervised` (own session, dies with its parent, log file),
+``draguard nodes`` shares) under :class:`~draguard.harness.core.process.Supervised` (own session, dies with its parent, log file),
 waits until the process reports ready, and can stop it, kill it (a crash), restart it, or switch
 node loss on and off for single nodes (the ``<root>/<node>/lost`` file the agent checks).
 """
@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from draguard.harness.process import Supervised
-from draguard.harness.errors import UsageError
-from draguard.harness.paths import NodeDirs, state_dir
+from draguard.harness.core.process import Supervised
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.paths import NodeDirs, state_dir
 from draguard.harness.scenario.model import MAX_NODES
 
 from .agent import LOST_FILE

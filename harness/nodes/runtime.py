@@ -22,9 +22,9 @@ from typing import Any
 
 from draguard.harness.cdi import CdiError, Registry, Spec, UnresolvableDevices
 from draguard.harness.devices.truth import DeviceTruth
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Obj
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 
 __all__ = ["ContainerRuntime", "ContainerError", "CREATE_CONTAINER_ERROR", "FAILED_CONTAINER"]
 

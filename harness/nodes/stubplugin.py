@@ -28,7 +28,7 @@ from draguard.harness.grpcapi.plugin import (
     PluginDevice,
     PluginInfo,
 )
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 
 __all__ = ["StubPlugin", "StubCall"]
 

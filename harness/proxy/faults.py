@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.grpcapi.plugin import ClaimRef
 
 __all__ = ["Action", "FaultRule", "FaultSet", "claim_matches", "load_rules"]

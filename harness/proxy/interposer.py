@@ -25,7 +25,7 @@ from typing import Any
 
 import grpc
 
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.grpcapi import dra_v1_pb2, pluginregistration_pb2
 from draguard.harness.grpcapi.plugin import (
     DRA_VERSIONS,
@@ -37,8 +37,8 @@ from draguard.harness.grpcapi.plugin import (
     ClaimRef,
     socket_target,
 )
-from draguard.harness.paths import NodeDirs
-from draguard.harness.process import claim_socket_path, release_socket_paths
+from draguard.harness.core.paths import NodeDirs
+from draguard.harness.core.process import claim_socket_path, release_socket_paths
 
 from .faults import Action, FaultRule, FaultSet
 from .recorder import CallRecorder

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..driver.faults import CrashPoint
-from ..errors import UsageError
+from draguard.harness.core.errors import UsageError
 from ..kube import Kube, Obj
 from ..result import LoadSummary
 from ..scenario.types import Scenario, Step, Target

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..process import kill_pid, pid_alive
-from ..errors import HarnessError
+from draguard.harness.core.process import kill_pid, pid_alive
+from draguard.harness.core.errors import HarnessError
 from ..kube import KINDS, RUN_LABEL, Kube
-from ..paths import state_dir
+from draguard.harness.core.paths import state_dir
 
 __all__ = ["Journal", "UndoAction", "UNDO_HANDLERS", "journal_dir", "pending_journals", "recover", "delete_labelled", "RUN_LABEL"]
 

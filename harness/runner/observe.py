@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from ..kube import ApiError, Kube, Obj
 from .deploy import WORKLOAD_LABEL
 

@@ -43,15 +43,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
-from ..errors import DraguardError, HarnessError, UsageError
+from draguard.harness.core.errors import DraguardError, HarnessError, UsageError
 from ..devices.truth import DeviceTruth, NodeTruth
 from ..driver.state import StampedReads
 from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
-from ..paths import state_dir
-from ..registry import FAULTS, INVARIANTS
-from ..environment import draguard_version
-from ..progress import Counted
+from draguard.harness.core.paths import state_dir
+from draguard.harness.core.registry import FAULTS, INVARIANTS
+from draguard.harness.core.environment import draguard_version
+from draguard.harness.core.progress import Counted
 from ..result import (
     Evidence,
     ExpectationResult,
@@ -68,7 +68,7 @@ from . import deploy
 from .context import RunHandles, StepContext
 from .incremental import INCREMENTAL, Incremental
 from .journal import RUN_LABEL, Journal, delete_labelled
-from .retarget import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes
+from draguard.harness.campaign.retarget import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes
 from .observe import Observer, Timeline
 from .timeline import StepRun, TimelinePlayer
 
@@ -385,7 +385,7 @@ class Runner:
         with as many devices as the scenario's node, on fake nodes or hollow kubelets, and the DeviceClass."""
         from ..driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
         from ..nodes.process import FakeNodesProcess
-        from .retarget import scenario_devices
+        from draguard.harness.campaign.retarget import scenario_devices
 
         h = self._h()
         sc = self.scenario
@@ -431,7 +431,7 @@ class Runner:
             raise UsageError("nodes with 'agent: kubelet' need the local backend: their credentials come from its CA")
         from ..cluster.pki import Pki
         from ..kubelet.process import HollowKubelet
-        from ..paths import NodeDirs
+        from draguard.harness.core.paths import NodeDirs
 
         t0 = time.monotonic()
         for node in nodes:

@@ -6,7 +6,7 @@ of a file in one pass. Each check guards against wrong types silently (the schem
 those) and yields an :class:`~draguard.harness.scenario.issues.Issue` on the exact field.
 
 Fault parameters are validated here too, against the params model that the fault kind registered
-in :data:`~draguard.harness.registry.FAULTS` (or the registry passed in).
+in :data:`~draguard.harness.core.registry.FAULTS` (or the registry passed in).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from draguard.harness.agents import CAPABILITIES, capable
 from draguard.harness.agents import MAX_NODES as AGENT_MAX_NODES
-from draguard.harness.registry import Registry
+from draguard.harness.core.registry import Registry
 from draguard.harness.scenario.model import (
     MAX_CLAIMS,
     MAX_CLAIMS_PER_POD,

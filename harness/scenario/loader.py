@@ -3,13 +3,13 @@
 The edge of the scenario format. It talks to ruamel.yaml (round-trip mode, which keeps the line
 and column of every key and item), to the pydantic models of ``model.py``, to the cross-field checks
 of ``checks.py`` and to the registries of fault kinds and invariants. Every problem of a file is
-collected and raised together as one :class:`~draguard.harness.errors.ScenarioError`, each
-:class:`~draguard.harness.errors.Problem` with ``file:line:column`` (1-based), the field path
+collected and raised together as one :class:`~draguard.harness.core.errors.ScenarioError`, each
+:class:`~draguard.harness.core.errors.Problem` with ``file:line:column`` (1-based), the field path
 (``spec.workloads[1].claims[0].requests[0].count``) and what was expected. A missing file, an empty
 file, a document that is not a mapping, or a folder without scenarios is a plain
-:class:`~draguard.harness.errors.UsageError` naming the path.
+:class:`~draguard.harness.core.errors.UsageError` naming the path.
 
-Fault kinds are whatever :data:`~draguard.harness.registry.FAULTS` holds when a file is loaded:
+Fault kinds are whatever :data:`~draguard.harness.core.registry.FAULTS` holds when a file is loaded:
 the CLI imports ``draguard.chaos`` first. Invariants register when ``draguard.harness.invariants``
 is imported, which this module does.
 """
@@ -28,8 +28,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 import draguard.harness.invariants  # noqa: F401  (registers the invariants)
-from draguard.harness.errors import Problem, ScenarioError, UsageError
-from draguard.harness.registry import FAULTS, INVARIANTS, Registry
+from draguard.harness.core.errors import Problem, ScenarioError, UsageError
+from draguard.harness.core.registry import FAULTS, INVARIANTS, Registry
 from draguard.harness.scenario.checks import check_document
 from draguard.harness.scenario.convert import to_scenario
 from draguard.harness.scenario.issues import Issue, Path as DataPath, from_validation_error, render_path

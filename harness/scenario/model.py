@@ -32,7 +32,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.scenario.types import (
     API_VERSION,
     KIND,

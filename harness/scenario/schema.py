@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from draguard.harness.registry import FAULTS, INVARIANTS, Registry
+from draguard.harness.core.registry import FAULTS, INVARIANTS, Registry
 from draguard.harness.scenario.model import ScenarioDocument
 
 __all__ = ["SCHEMA_ID", "json_schema"]

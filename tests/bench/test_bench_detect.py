@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from draguard.harness.bench_detect import detected, seen_by_watch
+from draguard.harness.bench.detect import detected, seen_by_watch
 
 
 def _entry(t: float, summary: str, kind: str = "no-double-allocation", source: str = "invariant") -> dict[str, object]:
@@ -37,7 +37,7 @@ def test_the_watch_part_is_the_first_modified_event_of_the_claim() -> None:
 
 
 def test_the_summary_splits_each_phase_into_the_api_servers_part_and_draguards() -> None:
-    from draguard.harness.bench_detect import summarize
+    from draguard.harness.bench.detect import summarize
 
     def run(latency: dict[str, float], api: dict[str, float], phase: str) -> dict[str, object]:
         return {"injected": len(latency) + 1, "reported": len(latency), "latency_s": latency, "api_watch_s": api,

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from draguard.harness.bench_floor import FloorServer, _Floor
+from draguard.harness.bench.floor import FloorServer, _Floor
 from draguard.harness.grpcapi import dra_v1_pb2 as pb
 from draguard.harness.grpcapi.plugin import PluginClient
 

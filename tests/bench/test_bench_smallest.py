@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import draguard.chaos  # noqa: F401  (fault kinds: the runner-based benchmarks validate scenarios)
-from draguard.harness.bench import run_benchmarks
-from draguard.harness.bench_driver import FLOOR
+from draguard.harness.bench.suite import run_benchmarks
+from draguard.harness.bench.driver_calls import FLOOR
 from draguard.harness.runner.runner import JUDGE_INTERVAL
 
 
@@ -90,7 +90,7 @@ def test_driver_calls_at_its_smallest(tmp_path: Path) -> None:
 
 
 def test_the_share_while_scheduling_is_read_between_two_samples() -> None:
-    from draguard.harness.bench_scale import _Usage
+    from draguard.harness.bench.scale import _Usage
 
     usage = _Usage()
     usage.series = [(10.0, {"runner": 1.0}), (11.0, {"runner": 1.5, "fake nodes": 0.5}),
@@ -129,7 +129,7 @@ def test_dra_throughput_measures_the_upstream_limits_once_and_takes_medians_of_t
 ) -> None:
     """The default-limits control plane (8 minutes at 5000 pods, capped by its client limits) runs in the
     first repeat only; the figures compared side by side are taken in every repeat."""
-    from draguard.harness import bench_scale
+    from draguard.harness.bench import scale as bench_scale
 
     calls: list[int | None] = []
     rates = iter([30.0, 40.0, 36.0, 33.0, 38.0, 37.0])

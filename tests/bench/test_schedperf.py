@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from draguard.harness.errors import HarnessError
-from draguard.harness.schedperf import _config, find_scheduler_perf, upstream_threshold
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.bench.schedperf import _config, find_scheduler_perf, upstream_threshold
 
 # The shape of test/integration/scheduler_perf/dra/performance-config.yaml at v1.37.2, cut down.
 CONFIG = """

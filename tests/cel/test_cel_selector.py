@@ -14,7 +14,7 @@ from draguard.harness.cel import (
     parse_quantity,
     parse_semver,
 )
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 
 DRIVER = "gpu.draguard.dev"
 H100 = {

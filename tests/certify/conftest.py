@@ -20,7 +20,7 @@ from draguard.harness.driver.slices import LABEL_NODE
 from draguard.harness.kube import Kube
 from draguard.harness.nodes import FakeNodesProcess
 from draguard.harness.nodes.node import LEASE_NAMESPACE
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 from support import wait
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from draguard.cli.main import main
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.result import CheckResult, Evidence, RunResult
 from draguard.reports.bundle import load_product, validate_product, verify_bundle, write_bundle
 

@@ -63,7 +63,7 @@ def test_the_readme_commands_produce_and_verify_a_bundle(
 def test_certify_with_the_driver_sockets_runs_sanity_too_and_bundles_the_grpc_trace(
     make_fleet: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from draguard.harness.paths import NodeDirs
+    from draguard.harness.core.paths import NodeDirs
 
     product = tmp_path / "product.yaml"
     product.write_text("vendor: draguard\nname: fake\nversion: '0.1'\nwebsite_url: https://example.com\n"

@@ -13,9 +13,9 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers fault kinds)
 import draguard.chaos.load as load_step
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.load.engine import BEHIND_RATIO, LoadConfig, LoadResult
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import LoadPhase
 from draguard.harness.runner.context import RunHandles
 from draguard.harness.runner.journal import Journal

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from draguard.harness.cluster import binaries as bins
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 
 SCRIPT = b"#!/bin/sh\necho fake\n"
 

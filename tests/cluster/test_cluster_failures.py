@@ -18,8 +18,8 @@ from draguard.cli.main import main
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster import local
 from draguard.harness.cluster.local import LocalCluster
-from draguard.harness.process import pid_alive
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.process import pid_alive
+from draguard.harness.core.errors import HarnessError
 
 
 def _real_bin_dir() -> Path:
@@ -191,7 +191,7 @@ def test_a_controller_manager_restarted_while_the_api_server_is_down_starts_once
 def test_a_component_that_died_is_named_with_its_exit_status_and_log(tmp_path: Path) -> None:
     """What the runner checks after cleanup: a component down then died on its own (every step that
     stops one starts it again), and the run is an error naming it rather than a verdict on the driver."""
-    from draguard.harness.process import Supervised
+    from draguard.harness.core.process import Supervised
 
     cluster = LocalCluster("dead", base_dir=tmp_path, progress=None)
     gate = tmp_path / "exit-now"  # it exits once started: an exit before the readiness check is a failed start

@@ -10,7 +10,7 @@ import pytest
 from draguard.harness.devices.nvml import FakeNvml, NvmlError
 from draguard.harness.devices.truth import DeviceTruth, InstalledDevice, installed_devices, quantity_bytes
 from draguard.harness.driver.topology import preset, resolve
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 
 
 def _truth(tmp_path: Path, *names: str, shared: bool = False) -> DeviceTruth:

@@ -17,7 +17,7 @@ from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.topology import generic, preset, resolve
 from draguard.harness.grpcapi.plugin import ClaimRef
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 NODE = "node-a"
 

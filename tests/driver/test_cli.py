@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from draguard.cli.main import main
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 
 
 @pytest.fixture

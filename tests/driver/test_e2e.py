@@ -24,7 +24,7 @@ from draguard.harness.driver.slices import LABEL_DRIVER, LABEL_NODE
 from draguard.harness.driver.state import DeviceState
 from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError, PluginClient
 from draguard.harness.kube import Kube
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 from support import wait
 
 pytestmark = pytest.mark.cluster

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from draguard.harness.driver.faults import FaultControl, fired, set_faults
 from draguard.harness.driver.inflight import CallsInFlight, in_flight
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 NODE = "n1"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from draguard.harness.driver.faults import CRASH_EXIT_CODE, FaultControl, clear_faults, faults_path, set_faults
-from draguard.harness.errors import UsageError
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 NODE = "n1"
 

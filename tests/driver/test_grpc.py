@@ -10,10 +10,10 @@ import pytest
 
 from draguard.harness.driver.faults import set_faults
 from draguard.harness.driver.service import PluginServer
-from draguard.harness.process import claim_socket_path
-from draguard.harness.errors import UsageError
+from draguard.harness.core.process import claim_socket_path
+from draguard.harness.core.errors import UsageError
 from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, PluginClient
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 from .conftest import NODE, ClaimStore, allocated_claim, make_driver
 

@@ -16,9 +16,9 @@ from draguard.harness.driver.mutants import FLAGS, MUTANTS, Mutant, get_mutant, 
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.service import PluginServer
 from draguard.harness.driver.state import DeviceState, read_checkpoint
-from draguard.harness.errors import DefinitionError, UsageError
+from draguard.harness.core.errors import DefinitionError, UsageError
 from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError, PluginClient
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 from .conftest import NODE, ClaimStore, allocated_claim, make_driver
 

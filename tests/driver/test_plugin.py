@@ -22,7 +22,7 @@ from draguard.harness.driver.state import (
     PreparedDevice,
     read_checkpoint,
 )
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 
 from .conftest import NODE, ClaimStore, allocated_claim, make_driver
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from draguard.harness.driver.topology import PRESET_DIR, PRESETS, Inventory, load_topology, preset, resolve
-from draguard.harness.errors import UsageError
-from draguard.harness.registry import Registry
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.registry import Registry
 
 GOLDEN = Path(__file__).parent / "golden"
 

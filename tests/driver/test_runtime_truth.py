@@ -11,7 +11,7 @@ import pytest
 
 from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.nodes.runtime import ContainerError, ContainerRuntime
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 from .conftest import NODE, ClaimStore, allocated_claim, make_driver
 

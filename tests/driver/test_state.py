@@ -17,7 +17,7 @@ from draguard.harness.driver.state import (
     atomic_write,
     cleanup_temporaries,
 )
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 
 
 class Crash(Exception):

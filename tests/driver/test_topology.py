@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from draguard.harness.driver.topology import PCIE_ROOT, PRESETS, load_topology, preset, resolve
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 
 
 @pytest.mark.parametrize("name", PRESETS.names())

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from draguard.harness.driver import topology as t
-from draguard.harness.errors import EXIT_USAGE, UsageError
+from draguard.harness.core.errors import EXIT_USAGE, UsageError
 from draguard.harness.scenario import model
 
 PRESET = t.PRESET_DIR / "h100-mig.yaml"

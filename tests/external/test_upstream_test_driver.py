@@ -23,10 +23,10 @@ from draguard.harness.driver.external import (
     find_test_driver,
     published_slices,
 )
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.nodes import Checkpoint, FakeNodesProcess
 from draguard.harness.nodes.node import LEASE_NAMESPACE
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 from support import wait
 
 

@@ -6,7 +6,7 @@ import pytest
 from invariant_objects import claim, gpus, request, result
 
 from draguard.harness.invariants import NAMES, Snapshot, evaluate
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 
 def test_evaluate_runs_each_named_invariant() -> None:

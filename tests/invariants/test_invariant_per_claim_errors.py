@@ -6,7 +6,7 @@ from invariant_objects import NS, claim, pod, request, result
 
 from draguard.harness.invariants import DriverCall, Snapshot
 from draguard.harness.invariants.per_claim_errors import check
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.core.registry import INVARIANTS
 
 BROKEN = (NS, "old-0-broken-x", "uid-broken")
 HEALTHY = (NS, "old-0-healthy-y", "uid-healthy")

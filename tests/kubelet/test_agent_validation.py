@@ -9,8 +9,8 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers the real fault kinds)
 from draguard.harness.agents import CAPABILITIES, capable
-from draguard.harness.errors import ScenarioError
-from draguard.harness.registry import FAULTS, Registry
+from draguard.harness.core.errors import ScenarioError
+from draguard.harness.core.registry import FAULTS, Registry
 from draguard.harness.scenario import parse_scenario
 
 BASE = """\

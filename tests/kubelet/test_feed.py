@@ -17,7 +17,7 @@ from draguard.harness.devices.nvml import FakeNvml, NvmlError
 from draguard.harness.devices.probe import FakeProbe
 from draguard.harness.devices.truth import DeviceTruth, InstalledDevice
 from draguard.harness.kubelet.feed import DeviceTruthFeed
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 
 NODE = "gpu-node-0"
 

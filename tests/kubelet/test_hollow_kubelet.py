@@ -18,9 +18,9 @@ import pytest
 from draguard.harness.cluster.pki import Pki
 from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
 from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kubelet.process import HollowKubelet, find_kubelet
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from support import wait
 
 pytestmark = pytest.mark.cluster

@@ -46,11 +46,11 @@ from draguard.harness.driver.external import (
 from draguard.harness.driver.mutants import MUTANTS
 from draguard.harness.driver.process import FakeDriverProcess
 from draguard.harness.driver.slices import LABEL_NODE
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Kube
 from draguard.harness.kubelet.process import HollowKubelet, find_kubelet
 from draguard.harness.nodes.node import LEASE_NAMESPACE
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.result import RunResult
 from support import wait
 

@@ -10,7 +10,7 @@ import pytest
 
 from draguard.cli.main import main
 from draguard.conformance.lint import RULES, Severity, lint, rule
-from draguard.harness.errors import DefinitionError
+from draguard.harness.core.errors import DefinitionError
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = Path(__file__).with_name("examples")

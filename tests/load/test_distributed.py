@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from draguard.harness.load.engine import LoadConfig, load_settings
-from draguard.harness.process import free_port
+from draguard.harness.core.process import free_port
 
 LOCUSTMAIN = [sys.executable, "-m", "draguard.harness.load.locustmain"]
 

@@ -20,7 +20,7 @@ from draguard.harness.driver.host import DriverHostProcess, HostedNode
 from draguard.harness.kube import Kube
 from draguard.harness.load.engine import WORKER_COMMAND
 from draguard.harness.nodes.process import FakeNodesProcess
-from draguard.harness.process import free_port
+from draguard.harness.core.process import free_port
 from support import wait
 
 DRIVER = "gpu.draguard.dev"

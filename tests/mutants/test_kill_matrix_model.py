@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 import draguard.chaos  # noqa: F401  (fault kinds for loading the library)
 from draguard.cli.main import cli, main
-from draguard.harness.killmatrix import Cell, KillMatrix, cell_expectations, judge, with_mutant
-from draguard.harness.registry import INVARIANTS
+from draguard.harness.campaign.killmatrix import Cell, KillMatrix, cell_expectations, judge, with_mutant
+from draguard.harness.core.registry import INVARIANTS
 from draguard.harness.result import Evidence, InvariantResult, ScenarioResult, StepResult
 from draguard.harness.scenario.loader import load_scenario
 from draguard.reports.kill_matrix import render_markdown

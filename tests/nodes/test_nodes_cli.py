@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from draguard.cli.main import main
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.nodes import FakeNodesProcess, node_names
 from draguard.harness.nodes.heartbeat import Heartbeats
 from draguard.harness.nodes.workqueue import WorkQueue

@@ -15,7 +15,7 @@ from draguard.harness.nodes.manager import DraManager, PodClaim, PrepareError
 from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.nodes.plugins import NodePlugins
 from draguard.harness.nodes.stubplugin import StubPlugin
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 
 DRIVER = "gpu.draguard.dev"
 

@@ -17,7 +17,7 @@ from draguard.harness.nodes import Checkpoint, FakeNodesProcess
 from draguard.harness.nodes.node import LEASE_NAMESPACE
 from draguard.harness.nodes.stubplugin import StubPlugin
 from draguard.harness.devices.truth import DeviceTruth
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 from draguard.harness.proxy import FaultSet, Interposer, read_calls
 from support import wait
 

@@ -13,11 +13,11 @@ import grpc
 import pytest
 
 from draguard.cli.main import main
-from draguard.harness.errors import UsageError
+from draguard.harness.core.errors import UsageError
 from draguard.harness.grpcapi.plugin import ClaimRef, ClaimResult, PluginCallError, PluginClient
 from draguard.harness.nodes.plugins import NodePlugins
 from draguard.harness.nodes.stubplugin import StubPlugin
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 from draguard.harness.proxy import FaultRule, FaultSet, Interposer, read_calls
 
 DRIVER = "gpu.draguard.dev"

@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 import draguard.chaos  # noqa: F401  (fault kinds, for loading library scenarios)
-from draguard.harness.killmatrix import Cell, KillMatrix
-from draguard.harness.repeat import Rates
+from draguard.harness.campaign.killmatrix import Cell, KillMatrix
+from draguard.harness.campaign.repeat import Rates
 from draguard.harness.scenario.loader import load_scenario
 from draguard.harness.result import CheckResult
 from draguard.reports.console import (

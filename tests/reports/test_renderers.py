@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from draguard import reports
-from draguard.harness.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from draguard.harness.result import CheckResult, Evidence, InvariantResult, RunResult, ScenarioResult, StepResult
 from draguard.reports.terminal import print_summary
 from report_samples import broken_result, deadlock_result

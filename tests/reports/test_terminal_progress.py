@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from draguard.harness.progress import Counted, wants_counts
+from draguard.harness.core.progress import Counted, wants_counts
 from draguard.reports.terminal import RunProgress
 
 

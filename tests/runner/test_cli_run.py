@@ -92,7 +92,7 @@ def test_repeat_must_be_at_least_one(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_repeated_runs_count_each_verdict_and_show_a_flaky_one() -> None:
-    from draguard.harness.repeat import rates
+    from draguard.harness.campaign.repeat import rates
     from draguard.harness.result import InvariantResult, ScenarioResult, StepResult
 
     def one(status: str) -> ScenarioResult:

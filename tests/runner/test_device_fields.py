@@ -10,7 +10,7 @@ import pytest
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
 from draguard.harness.driver.slices import build_slices
 from draguard.harness.driver.topology import NodeTopology, resolve
-from draguard.harness.errors import ScenarioError
+from draguard.harness.core.errors import ScenarioError
 from draguard.harness.runner.runner import topology_file
 from draguard.harness.scenario.loader import parse_scenario
 

@@ -7,7 +7,7 @@ import dataclasses
 import random
 from typing import Any
 
-from draguard.harness.bench_scale import _synthetic
+from draguard.harness.bench.scale import _synthetic
 from draguard.harness.invariants import evaluate
 from draguard.harness.runner.incremental import INCREMENTAL, Incremental
 

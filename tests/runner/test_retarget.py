@@ -13,7 +13,7 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds)
 from draguard.harness.runner import deploy
-from draguard.harness.runner.retarget import (
+from draguard.harness.campaign.retarget import (
     NOT_JUDGED,
     ClusterFacts,
     RunTarget,
@@ -170,7 +170,7 @@ def test_retargeted_scenario_asks_the_installed_class_on_the_cluster_nodes() -> 
 
 def test_step_targets_and_evidence_name_the_mapped_node() -> None:
     sc = load_scenario(LIBRARY / "reset-leak-forget-before-reset.yaml")
-    from draguard.harness.runner.retarget import Plan
+    from draguard.harness.campaign.retarget import Plan
 
     new = retarget(sc, TARGET, Plan({"gpu-node-0": "n1"}, exact=False))
     assert [e.node for e in new.expect.evidence] == ["n1"]
@@ -194,7 +194,7 @@ def test_not_applicable_is_neither_pass_nor_failure() -> None:
 def test_on_its_own_control_plane_node_and_control_plane_faults_apply() -> None:
     """--cluster local: draguard starts the nodes and the control plane, so their faults are possible; the
     fake driver's are still not."""
-    from draguard.harness.runner.retarget import local_facts
+    from draguard.harness.campaign.retarget import local_facts
 
     local = RunTarget(DRIVER, "test-class", allow_destructive=True, local=True)
     applicable = set()

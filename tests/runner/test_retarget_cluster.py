@@ -30,7 +30,7 @@ from draguard.harness.driver.external import (
     external_device_class,
     find_test_driver,
 )
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Kube
 from draguard.harness.nodes import FakeNodesProcess
 from draguard.harness.runner.journal import pending_journals

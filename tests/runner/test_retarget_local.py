@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from draguard.harness.driver.external import TEST_DRIVER_NAME, find_test_driver
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 
 pytestmark = pytest.mark.cluster
 

@@ -14,8 +14,8 @@ import pytest
 import draguard.chaos  # noqa: F401  (registers fault kinds)
 from draguard.harness.devices.truth import DeviceTruth, InstalledDevice
 from draguard.harness.driver import faults
-from draguard.harness.errors import UsageError
-from draguard.harness.registry import FAULTS
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import RunHandles, StepContext
 from draguard.harness.runner.journal import Journal
 from draguard.harness.runner.observe import Timeline

@@ -60,7 +60,7 @@ def test_a_drivers_books_changed_in_the_tick_of_the_last_read_are_seen(
     from draguard.harness.driver.plugin import FakeDriver
     from draguard.harness.driver.topology import generic, resolve
     from draguard.harness.grpcapi.plugin import ClaimRef
-    from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+    from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path / "r"))

@@ -15,7 +15,7 @@ from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.service import PluginServer
 from draguard.harness.driver.topology import generic, resolve
-from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
 NODE = "n1"
 

@@ -17,7 +17,7 @@ from draguard.conformance.sanity import SanityConfig, run_sanity
 from draguard.harness.driver import service
 from draguard.harness.driver.service import PluginServer
 from draguard.harness.grpcapi.plugin import SUPPORTED_VERSIONS
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 
 from .conftest import NODE
 

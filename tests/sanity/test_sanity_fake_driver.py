@@ -85,7 +85,7 @@ def test_the_cli_exits_0_on_the_correct_driver_and_1_on_a_mutant_and_writes_the_
 
     from draguard.cli.main import main
     from draguard.harness.driver.process import FakeDriverProcess
-    from draguard.harness.paths import DEFAULT_DRIVER, NodeDirs
+    from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
     root = Path(tempfile.mkdtemp(prefix="dgc", dir="/tmp"))
     proc = FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root, devices=4, mutant=mutant, reset_ms=1)

@@ -10,7 +10,7 @@ import pytest
 
 from draguard.conformance.sanity import sanity_checks
 from draguard.harness.driver.service import PluginServer
-from draguard.harness.paths import DEFAULT_DRIVER
+from draguard.harness.core.paths import DEFAULT_DRIVER
 
 from .conftest import NODE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from draguard.conformance.sanity import AREAS, sanity_check, sanity_checks
-from draguard.harness.errors import DefinitionError
+from draguard.harness.core.errors import DefinitionError
 
 
 def test_every_check_has_an_id_in_its_area_a_rule_and_a_source() -> None:

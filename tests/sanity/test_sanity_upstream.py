@@ -23,9 +23,9 @@ from draguard.harness.driver.external import (
     delete_published_slices,
     find_test_driver,
 )
-from draguard.harness.errors import HarnessError
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Kube
-from draguard.harness.paths import NodeDirs
+from draguard.harness.core.paths import NodeDirs
 from support import wait
 
 pytestmark = pytest.mark.cluster

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from scenario_helpers import EXAMPLE, planned_faults
 
-from draguard.harness.registry import Registry
+from draguard.harness.core.registry import Registry
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from draguard.harness.registry import Registry
+from draguard.harness.core.registry import Registry
 from draguard.harness.scenario.model import Duration, Params
 
 DATA = Path(__file__).parent / "data"

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from ruamel.yaml import YAML
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds the library uses)
-from draguard.harness.errors import ScenarioError
+from draguard.harness.core.errors import ScenarioError
 from draguard.harness.scenario import json_schema, model, parse_scenario
 from draguard.harness.scenario.issues import render_path
 
@@ -425,7 +425,7 @@ def test_every_integer_parameter_of_every_fault_has_an_upper_bound() -> None:
     import annotated_types
 
     import draguard.chaos  # noqa: F401  (registers the faults)
-    from draguard.harness.registry import FAULTS
+    from draguard.harness.core.registry import FAULTS
 
     unbounded = []
     for entry in FAULTS:

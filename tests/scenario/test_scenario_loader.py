@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from draguard.harness.errors import ScenarioError, UsageError
-from draguard.harness.registry import Registry
+from draguard.harness.core.errors import ScenarioError, UsageError
+from draguard.harness.core.registry import Registry
 from draguard.harness.scenario import load_scenario, load_scenarios, parse_scenario
 from draguard.harness.scenario.model import format_duration, parse_duration
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from draguard.harness.errors import ScenarioError, UsageError
-from draguard.harness.registry import Registry
+from draguard.harness.core.errors import ScenarioError, UsageError
+from draguard.harness.core.registry import Registry
 from draguard.harness.scenario import model, parse_scenario
 from draguard.harness.scenario.types import Scenario
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from draguard.harness.errors import DefinitionError
-from draguard.harness.registry import CHECKS, FAULTS, INVARIANTS, Registry
+from draguard.harness.core.errors import DefinitionError
+from draguard.harness.core.registry import CHECKS, FAULTS, INVARIANTS, Registry
 
 
 class GoodParams(BaseModel):

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from draguard.harness.registry import Registry
+from draguard.harness.core.registry import Registry
 from draguard.harness.scenario import json_schema
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds with their capabilities)
-from draguard.harness.errors import DefinitionError, ScenarioError
-from draguard.harness.registry import FAULTS, INVARIANTS, Registry
+from draguard.harness.core.errors import DefinitionError, ScenarioError
+from draguard.harness.core.registry import FAULTS, INVARIANTS, Registry
 from draguard.harness.result import Evidence
 from draguard.harness.runner.runner import evidence_matches
 from draguard.harness.scenario import parse_scenario

@@ -18,7 +18,7 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
 from draguard import reports
-from draguard.harness.environment import run_environment
+from draguard.harness.core.environment import run_environment
 from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario

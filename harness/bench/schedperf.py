@@ -42,8 +42,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .cluster import binaries
-from .errors import HarnessError
+from draguard.harness.cluster import binaries
+from draguard.harness.core.errors import HarnessError
 
 __all__ = ["TEST_CASE", "UPSTREAM_WORKLOAD", "find_scheduler_perf", "upstream_threshold", "run_scheduler_perf"]
 

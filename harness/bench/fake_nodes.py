@@ -17,8 +17,8 @@ from typing import Any
 
 from draguard.harness.kube import Kube
 
-from .agent import FakeNodes
-from .node import LEASE_NAMESPACE, NodeSpec
+from draguard.harness.nodes.agent import FakeNodes
+from draguard.harness.nodes.node import LEASE_NAMESPACE, NodeSpec
 
 __all__ = ["heartbeat_load"]
 

@@ -7,7 +7,7 @@ frozen :class:`Entry` (the pattern of kopf's ``@kopf.on.*``)::
     def evict(ctx: StepContext, params: EvictParams) -> None: ...
 
 Misuse (a duplicate name, an empty or multi-line summary, a parameter model that is not a strict
-pydantic model, a name that is not kebab-case) raises :class:`~draguard.harness.errors.DefinitionError`
+pydantic model, a name that is not kebab-case) raises :class:`~draguard.harness.core.errors.DefinitionError`
 at decoration time, naming the function and saying how to fix it.
 
 The module-level registries are filled by importing the packages that define the units:
@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from draguard.harness.errors import DefinitionError
+from draguard.harness.core.errors import DefinitionError
 
 __all__ = ["Entry", "Registry", "FAULTS", "INVARIANTS", "CHECKS", "KEBAB", "DOTTED_KEBAB", "CAPABILITIES", "JUDGED"]
 

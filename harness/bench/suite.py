@@ -33,8 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import bench_detect, bench_driver, bench_scale
-from .cluster.local import LocalCluster
+from draguard.harness.bench import detect as bench_detect
+from draguard.harness.bench import driver_calls as bench_driver
+from draguard.harness.bench import scale as bench_scale
+from draguard.harness.cluster.local import LocalCluster
 
 __all__ = ["BENCHMARKS", "run_benchmarks"]
 
@@ -59,7 +61,7 @@ def bench_cluster_up(repeat: int, progress: Progress) -> dict[str, Any]:
 
 
 def bench_fake_nodes(repeat: int, progress: Progress, count: int = 200, duration: float = 30.0) -> dict[str, Any]:
-    from .nodes.bench import heartbeat_load
+    from draguard.harness.bench.fake_nodes import heartbeat_load
 
     runs = []
     with LocalCluster(f"bench-nodes-{os.getpid()}", remove_on_exit=True) as cluster:
@@ -114,9 +116,9 @@ def bench_watch_decode(repeat: int, progress: Progress, events: int = 500) -> di
 
 
 def bench_scenario_load(repeat: int, progress: Progress) -> dict[str, Any]:
-    from .scenario.loader import discover, load_scenario
+    from draguard.harness.scenario.loader import discover, load_scenario
 
-    root = Path(__file__).resolve().parents[1] / "scenarios"
+    root = Path(__file__).resolve().parents[2] / "scenarios"
     try:
         import draguard.scenarios as pkg
 
@@ -135,7 +137,7 @@ def bench_scenario_load(repeat: int, progress: Progress) -> dict[str, Any]:
 
 
 def bench_kubelet(repeat: int, progress: Progress) -> dict[str, Any]:
-    from .kubelet.bench import kubelet_vs_fake
+    from draguard.harness.bench.kubelet import kubelet_vs_fake
 
     return kubelet_vs_fake(repeat, progress)
 

@@ -30,12 +30,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import HarnessError, UsageError
-from ..kube import ApiError, Kube, Obj
-from ..paths import DEFAULT_DRIVER
-from ..registry import FAULTS
-from ..result import ScenarioResult
-from ..scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
+from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.kube import ApiError, Kube, Obj
+from draguard.harness.core.paths import DEFAULT_DRIVER
+from draguard.harness.core.registry import FAULTS
+from draguard.harness.result import ScenarioResult
+from draguard.harness.scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
 
 __all__ = ["RunTarget", "ClusterFacts", "Plan", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
            "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
@@ -165,7 +165,7 @@ def detect(kube: Kube, target: RunTarget) -> ClusterFacts:
 
 def scenario_devices(scenario: Scenario) -> dict[str, int]:
     """Scenario node -> how many devices its fake topology has (0 when it has none)."""
-    from ..driver.topology import preset
+    from draguard.harness.driver.topology import preset
 
     out: dict[str, int] = {}
     for node in scenario.nodes:

@@ -15,7 +15,7 @@ This benchmark makes the violation happen in a live run and times its report:
    after step ``ready`` started).
    Each time the monotonic clock is read just before the write is sent: the violation exists
    from some moment after that. The claims are deleted again before the run's cleanup.
-   The writes are sent by a child process of their own (``python -m draguard.harness.bench_detect``):
+   The writes are sent by a child process of their own (``python -m draguard.harness.bench.detect``):
    the write's round trip (``write_s``, from just before it is sent until the API server's answer is
    read) is then the API server's, not time the runner's threads kept the writer from its answer.
 3. The runner reports a breach when it records it: its ``invariant`` timeline entry (the same clock)
@@ -46,11 +46,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import DraguardError, HarnessError
-from .kube import RUN_LABEL, Kube
+from draguard.harness.core.errors import DraguardError, HarnessError
+from draguard.harness.kube import RUN_LABEL, Kube
 
 if TYPE_CHECKING:
-    from .runner.runner import Runner
+    from draguard.harness.runner.runner import Runner
 
 __all__ = ["bench_detection", "detected", "seen_by_watch", "summarize"]
 
@@ -165,7 +165,7 @@ class _Injector:
             if kubeconfig is None:
                 raise HarnessError("detection: the run has no kubeconfig to write its claims with")
             self.writer = subprocess.Popen(
-                [sys.executable, "-m", "draguard.harness.bench_detect", str(kubeconfig), self.runner.live_namespace()],
+                [sys.executable, "-m", "draguard.harness.bench.detect", str(kubeconfig), self.runner.live_namespace()],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
             assert self.writer.stdout is not None
             if json.loads(self.writer.stdout.readline() or "null") != "ready":
@@ -233,8 +233,8 @@ _CLAIM = re.compile(r"ResourceClaim/[^/\s,]+/([^\s,]+)")
 
 
 def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progress: Progress) -> dict[str, Any]:
-    from .runner.runner import JUDGE_INTERVAL, Runner, RunOptions
-    from .scenario.loader import parse_scenario
+    from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
+    from draguard.harness.scenario.loader import parse_scenario
 
     window = injections * 1.4 + 15  # every injection sent, and a few rounds to report the last one
     scenario = parse_scenario(_scenario(nodes, pods, devices, window), "bench-detection.yaml")
@@ -371,6 +371,6 @@ def _writer(kubeconfig: str, namespace: str) -> int:
 
 
 if __name__ == "__main__":
-    from .process import child_main
+    from draguard.harness.core.process import child_main
 
     sys.exit(child_main(lambda argv: _writer(argv[0], argv[1])))

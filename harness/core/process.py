@@ -47,7 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from .errors import EXIT_USAGE, DraguardError, HarnessError, UsageError
+from draguard.harness.core.errors import EXIT_USAGE, DraguardError, HarnessError, UsageError
 
 __all__ = [
     "Supervised",

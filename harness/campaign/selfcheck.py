@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kube import RUN_LABEL, Kube
+from draguard.harness.kube import RUN_LABEL, Kube
 
 __all__ = ["AllocationCheck", "run_allocation_check", "RUN_LABEL"]
 

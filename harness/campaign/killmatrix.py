@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .result import ScenarioResult
-from .scenario.types import Scenario
+from draguard.harness.result import ScenarioResult
+from draguard.harness.scenario.types import Scenario
 
 __all__ = [
     "CORRECT",
@@ -232,7 +232,7 @@ def run_cell(scenario: Scenario, mutant: str | None, report_dir: Path, bin_dir: 
 
     The fault kinds of the scenario's steps must be registered (the caller imports ``draguard.chaos``).
     """
-    from .runner.runner import Runner, RunOptions
+    from draguard.harness.runner.runner import Runner, RunOptions
 
     name = mutant or CORRECT
     if scenario.driver.kind != "fake":

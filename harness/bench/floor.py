@@ -15,7 +15,7 @@ they do in a driver (the pool hop costs no latency here: an empty handler answer
 this way and in 0.48-0.55 ms as a coroutine on grpc.aio's loop, measured side by side on this
 machine). Only DRA v1 is served, on one socket; the benchmark calls it without registration.
 
-Child entry point: ``python -m draguard.harness.bench_floor --kubeconfig K --socket S --driver D``;
+Child entry point: ``python -m draguard.harness.bench.floor --kubeconfig K --socket S --driver D``;
 SIGTERM stops it (exit 0).
 
 Talks to: the API server (GET of ResourceClaims).
@@ -30,7 +30,7 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
-from .process import Supervised, child_main, socket_accepts, stop_on_signals
+from draguard.harness.core.process import Supervised, child_main, socket_accepts, stop_on_signals
 
 __all__ = ["FloorServer", "serve", "main"]
 
@@ -39,7 +39,7 @@ class _Floor:
     """The DRA v1 servicer (duck-typed as ``dra_v1_pb2_grpc.DRAPluginServicer``)."""
 
     def __init__(self, kube: Any, driver: str) -> None:
-        from .grpcapi import dra_v1_pb2
+        from draguard.harness.grpcapi import dra_v1_pb2
 
         self.kube, self.driver, self.pb = kube, driver, dra_v1_pb2
 
@@ -69,8 +69,8 @@ def serve(kubeconfig: Path, socket: Path, driver: str) -> None:
     """Serve the floor on ``socket`` until SIGTERM or SIGINT."""
     import grpc
 
-    from .grpcapi import dra_v1_pb2_grpc
-    from .kube import Kube
+    from draguard.harness.grpcapi import dra_v1_pb2_grpc
+    from draguard.harness.kube import Kube
 
     kube = Kube.from_kubeconfig(kubeconfig, pool_size=16)
     socket.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +90,7 @@ class FloorServer:
 
     def __init__(self, kubeconfig: Path, root: Path, driver: str) -> None:
         self.socket = root / "floor.sock"
-        argv = [sys.executable, "-m", "draguard.harness.bench_floor", "--kubeconfig", str(kubeconfig),
+        argv = [sys.executable, "-m", "draguard.harness.bench.floor", "--kubeconfig", str(kubeconfig),
                 "--socket", str(self.socket), "--driver", driver]  # fmt: skip
         self._proc = Supervised("Python floor server", argv, root / "floor.log", lambda: socket_accepts(self.socket))
 
@@ -113,7 +113,7 @@ class FloorServer:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m draguard.harness.bench_floor")
+    p = argparse.ArgumentParser(prog="python -m draguard.harness.bench.floor")
     p.add_argument("--kubeconfig", type=Path, required=True)
     p.add_argument("--socket", type=Path, required=True)
     p.add_argument("--driver", required=True)

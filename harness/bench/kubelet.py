@@ -18,12 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..cluster.local import LocalCluster
-from ..cluster.pki import Pki
-from ..driver.process import FakeDriverProcess
-from ..kube import Kube, Obj
-from ..nodes.process import FakeNodesProcess
-from .process import HollowKubelet
+from draguard.harness.cluster.local import LocalCluster
+from draguard.harness.cluster.pki import Pki
+from draguard.harness.driver.process import FakeDriverProcess
+from draguard.harness.kube import Kube, Obj
+from draguard.harness.nodes.process import FakeNodesProcess
+from draguard.harness.kubelet.process import HollowKubelet
 
 __all__ = ["kubelet_vs_fake", "rss_mb"]
 

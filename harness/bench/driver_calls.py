@@ -47,8 +47,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cluster.local import LocalCluster
-from .kube import RUN_LABEL, Kube, Obj
+from draguard.harness.cluster.local import LocalCluster
+from draguard.harness.kube import RUN_LABEL, Kube, Obj
 
 __all__ = ["PER_CALL", "FLOOR", "bench_driver_calls"]
 
@@ -79,7 +79,7 @@ def _devices(kube: Kube, driver: str, node: str, timeout: float = 60.0) -> list[
         if names:
             return names
         time.sleep(0.3)
-    from .errors import HarnessError
+    from draguard.harness.core.errors import HarnessError
 
     raise HarnessError(f"driver {driver} published no ResourceSlice for node {node} within {timeout:.0f}s")
 
@@ -109,13 +109,13 @@ driver and the floor read without a limit."""
 FLOOR = "Python floor"
 PER_CALL[FLOOR] = ("prepare: GET the ResourceClaim (the fake's API client), UID checked, the allocation's devices "
                    "returned; unprepare: answers success. Nothing kept, no CDI spec, no device touched; a synchronous "
-                   "grpc.server with 16 threads (draguard.harness.bench_floor).")
+                   "grpc.server with 16 threads (draguard.harness.bench.floor).")
 
 
 def _fsync_ms(directory: Path, n: int = 30) -> float:
     """Median milliseconds of one synced write here: 1 KiB to a temporary file, fsync, rename (a fake
     prepare makes two of these and one directory fsync)."""
-    from .driver.state import atomic_write
+    from draguard.harness.driver.state import atomic_write
 
     samples = []
     for _ in range(n):
@@ -138,7 +138,7 @@ class _Target:
                  claims: int, devices: list[str] | None = None) -> None:  # fmt: skip
         """``devices``: allocate from these names (the floor publishes no ResourceSlice) instead of the
         driver's published devices on ``node``."""
-        from .grpcapi.plugin import ClaimRef, PluginClient
+        from draguard.harness.grpcapi.plugin import ClaimRef, PluginClient
 
         self.label, self.driver, self.node = label, driver, node
         self.client = PluginClient(dra_socket=socket, driver=driver)
@@ -165,7 +165,7 @@ class _Target:
             error = self.client.unprepare([ref]).get(ref.uid, "")
         elapsed = (time.perf_counter() - t0) * 1000
         if error:
-            from .errors import HarnessError
+            from draguard.harness.core.errors import HarnessError
 
             raise HarnessError(f"{self.label}: {what} of {ref} failed: {error}")
         return elapsed
@@ -210,12 +210,12 @@ class _Target:
 def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices: int = 8, reset_ms: int = 0) -> dict[str, Any]:
     """``pods``: claims per driver (one per pod, as the kubelet sends them); ``devices`` per node;
     ``reset_ms``: the fake driver's modelled device reset wait (scenarios run with 5)."""
-    from .driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
-    from .driver.host import DriverHostProcess, HostedNode
-    from .bench_floor import FloorServer
-    from .driver.process import FakeDriverProcess
-    from .nodes.node import NodeSpec, register_node
-    from .paths import DEFAULT_DRIVER, NodeDirs
+    from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
+    from draguard.harness.driver.host import DriverHostProcess, HostedNode
+    from draguard.harness.bench.floor import FloorServer
+    from draguard.harness.driver.process import FakeDriverProcess
+    from draguard.harness.nodes.node import NodeSpec, register_node
+    from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
     runs: list[dict[str, Any]] = []
     fsyncs: list[float] = []

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .result import ScenarioResult
+from draguard.harness.result import ScenarioResult
 
 __all__ = ["Rates", "rates"]
 

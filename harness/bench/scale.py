@@ -58,8 +58,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .cluster.local import ClusterConfig, LocalCluster
-from .kube import RUN_LABEL, Kube, Obj
+from draguard.harness.cluster.local import ClusterConfig, LocalCluster
+from draguard.harness.kube import RUN_LABEL, Kube, Obj
 
 __all__ = ["bench_dra_throughput", "bench_invariant_cost", "bench_churn", "bench_library_wall", "UPSTREAM_THRESHOLD"]
 
@@ -229,10 +229,10 @@ def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, pr
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .driver.slices import SlicePublisher
-    from .driver.topology import generic, resolve
-    from .nodes.heartbeat import Heartbeats
-    from .nodes.node import NodeSpec, patch_status, register_node, renew_lease
+    from draguard.harness.driver.slices import SlicePublisher
+    from draguard.harness.driver.topology import generic, resolve
+    from draguard.harness.nodes.heartbeat import Heartbeats
+    from draguard.harness.nodes.node import NodeSpec, patch_status, register_node, renew_lease
 
     # None: no flag at all, so each component keeps its upstream default (scheduler 50/100, KCM 20/30).
     config = ClusterConfig(client_qps=qps, client_burst=qps * 2 if qps else None)
@@ -310,8 +310,8 @@ class _LeaseAges:
     def _watch(self) -> None:
         """Keep every fleet Lease's renewTime from one list-and-watch: sampling costs no API call (a LIST
         of 500 Leases every 2 s was a tenth of the runner's CPU and load on the API server under test)."""
-        from .nodes.bench import _renewed_at
-        from .nodes.node import LEASE_NAMESPACE
+        from draguard.harness.bench.fake_nodes import _renewed_at
+        from draguard.harness.nodes.node import LEASE_NAMESPACE
 
         def event(etype: str, lease: dict[str, Any]) -> None:
             name, renew = lease["metadata"]["name"], (lease.get("spec") or {}).get("renewTime")
@@ -364,8 +364,8 @@ class _LeaseAges:
 
 def _draguard(nodes: int, pods: int, devices: int, progress: Progress) -> dict[str, Any]:
     """The runner end to end; the pods stay until every one is Running (or the settle timeout), then are deleted."""
-    from .runner.runner import Runner, RunOptions
-    from .scenario.loader import parse_scenario
+    from draguard.harness.runner.runner import Runner, RunOptions
+    from draguard.harness.scenario.loader import parse_scenario
 
     # settle waits for 4 s without a change: with P pods arriving, that is once all are Running or stuck.
     wait = max(60, pods // 2)
@@ -423,8 +423,8 @@ spec:
 
 def _scheduler_perf(nodes: int, pods: int, devices: int, progress: Progress, wanted: bool | None) -> dict[str, Any]:
     """Upstream scheduler_perf on the same shape, or why it did not run (never an error: it is optional)."""
-    from .errors import HarnessError
-    from .schedperf import find_scheduler_perf, run_scheduler_perf
+    from draguard.harness.core.errors import HarnessError
+    from draguard.harness.bench.schedperf import find_scheduler_perf, run_scheduler_perf
 
     if wanted is False:
         return {"skipped": "not asked for (--no-scheduler-perf)"}
@@ -439,8 +439,8 @@ def _scheduler_perf(nodes: int, pods: int, devices: int, progress: Progress, wan
 
 def _threshold() -> tuple[float, str]:
     """The upstream threshold for 5000pods_500nodes, from the built scheduler_perf's config when there is one."""
-    from .errors import HarnessError
-    from .schedperf import find_scheduler_perf, upstream_threshold
+    from draguard.harness.core.errors import HarnessError
+    from draguard.harness.bench.schedperf import find_scheduler_perf, upstream_threshold
 
     try:
         value = upstream_threshold(find_scheduler_perf()[1])
@@ -456,7 +456,7 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
     """``scheduler_perf``: None runs upstream scheduler_perf when it is built (else says why not), True requires it."""
     runs: list[dict[str, Any]] = []
     if scheduler_perf:  # required: say it is missing before minutes of the other measurements
-        from .schedperf import find_scheduler_perf
+        from draguard.harness.bench.schedperf import find_scheduler_perf
 
         find_scheduler_perf()
     for i in range(repeat):
@@ -514,9 +514,9 @@ def _synthetic(nodes: int, pods: int, devices: int, backlog: bool = False) -> An
     pending, one gang, its template claim made but not yet named in its status and not allocated (what
     the checker sees while the scheduler and the resourceclaim controller are behind): a pod's claim is
     then found by its owner and entry name, which a scan of every claim made pods x claims a round."""
-    from .invariants import DeviceId, Gang, Snapshot
-    from .driver.slices import build_slices
-    from .driver.topology import generic, resolve
+    from draguard.harness.invariants import DeviceId, Gang, Snapshot
+    from draguard.harness.driver.slices import build_slices
+    from draguard.harness.driver.topology import generic, resolve
 
     specs = generic(devices)
     slices = []
@@ -563,8 +563,8 @@ def _incremental_round_ms(snap: Any, repeat: int) -> float:
     slices did not change: the earlier round's published devices are handed on, as in the runner."""
     import copy
 
-    from .invariants import evaluate
-    from .runner.incremental import INCREMENTAL, Incremental
+    from draguard.harness.invariants import evaluate
+    from draguard.harness.runner.incremental import INCREMENTAL, Incremental
 
     samples = []
     for _ in range(repeat):
@@ -585,9 +585,9 @@ def _incremental_round_ms(snap: Any, repeat: int) -> float:
 
 def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods: int = 5000,
                          devices: int = 8) -> dict[str, Any]:  # fmt: skip
-    from .invariants import evaluate
-    from .invariants import judged
-    from .runner.runner import JUDGE_INTERVAL
+    from draguard.harness.invariants import evaluate
+    from draguard.harness.invariants import judged
+    from draguard.harness.runner.runner import JUDGE_INTERVAL
 
     sizes = sorted({(max(1, nodes // 10), max(1, pods // 10)), (nodes, pods)})
     out: dict[str, Any] = {"unit": "ms per evaluation", "interval_s": JUDGE_INTERVAL, "sizes": []}
@@ -633,9 +633,9 @@ def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods
 
 def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 5.0, duration: float = 30.0,
                 devices: int = 8) -> dict[str, Any]:  # fmt: skip
-    from .driver.host import DriverHostProcess, HostedNode
-    from .load.engine import LoadConfig, run_load
-    from .nodes.process import FakeNodesProcess
+    from draguard.harness.driver.host import DriverHostProcess, HostedNode
+    from draguard.harness.load.engine import LoadConfig, run_load
+    from draguard.harness.nodes.process import FakeNodesProcess
 
     runs = []
     for i in range(repeat):
@@ -686,11 +686,11 @@ def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 
 def bench_library_wall(repeat: int, progress: Progress, limit: int = 0, parallel: int = 1) -> dict[str, Any]:
     """The library's wall time, warm: one scenario after the other, and (``parallel`` > 1) the same
     files ``parallel`` at a time (``draguard run --parallel``), alternating, so both see the same machine."""
-    from .runner.parallel import run_in_parallel
-    from .runner.runner import Runner, RunOptions
-    from .scenario.loader import discover, load_scenario
+    from draguard.harness.campaign.parallel import run_in_parallel
+    from draguard.harness.runner.runner import Runner, RunOptions
+    from draguard.harness.scenario.loader import discover, load_scenario
 
-    root = Path(__file__).resolve().parents[1] / "scenarios"
+    root = Path(__file__).resolve().parents[2] / "scenarios"
     files = discover([root])
     if limit:
         files = files[:limit]

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from pathlib import Path
 
-from ..errors import UsageError
-from ..process import in_processes
-from ..result import ScenarioResult
-from ..scenario.types import Scenario
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.process import in_processes
+from draguard.harness.result import ScenarioResult
+from draguard.harness.scenario.types import Scenario
 
 __all__ = ["run_in_parallel", "check_parallel"]
 
@@ -40,7 +40,7 @@ def check_parallel(scenarios: Sequence[Scenario], backend: str | None) -> None:
 def _registering_modules() -> list[str]:
     """The modules that registered the faults and invariants this process knows (draguard's own and any
     a user registered): a child imports them again before it validates the scenario."""
-    from ..registry import FAULTS, INVARIANTS
+    from draguard.harness.core.registry import FAULTS, INVARIANTS
 
     return sorted({e.target.__module__ for e in FAULTS} | {e.target.__module__ for e in INVARIANTS})
 
@@ -50,8 +50,8 @@ def _worker(source: str, report_dir: str, seed: int | None, bin_dir: str | None,
     """One scenario in a child process: (run id, result)."""
     for module in modules:
         importlib.import_module(module)
-    from ..scenario.loader import load_scenario
-    from .runner import Runner, RunOptions
+    from draguard.harness.scenario.loader import load_scenario
+    from draguard.harness.runner.runner import Runner, RunOptions
 
     scenario = load_scenario(Path(source))
     started = time.monotonic()
