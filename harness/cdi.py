@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from draguard.harness.core import jsonfast
-from .driver.state import atomic_write
+from .core.fsio import atomic_write
 from draguard.harness.core.errors import HarnessError
 
 __all__ = [

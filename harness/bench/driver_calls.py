@@ -115,7 +115,7 @@ PER_CALL[FLOOR] = ("prepare: GET the ResourceClaim (the fake's API client), UID 
 def _fsync_ms(directory: Path, n: int = 30) -> float:
     """Median milliseconds of one synced write here: 1 KiB to a temporary file, fsync, rename (a fake
     prepare makes two of these and one directory fsync)."""
-    from draguard.harness.driver.state import atomic_write
+    from draguard.harness.core.fsio import atomic_write
 
     samples = []
     for _ in range(n):

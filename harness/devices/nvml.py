@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.fsio import StampedReads
 from .truth import DeviceTruth, InstalledDevice, _Draft
 
 __all__ = ["NvmlError", "FakeNvml", "SHARING_STRATEGIES"]
@@ -34,8 +35,6 @@ class FakeNvml:
     def __init__(self, truth: DeviceTruth, reset_fails: Callable[[str], bool] | None = None) -> None:
         self.truth = truth
         self.reset_fails = reset_fails or (lambda device: False)
-        from ..driver.state import StampedReads  # here: the driver package imports this module
-
         self._health: StampedReads[None, dict[str, str]] = StampedReads()
         """Devices reported unhealthy, read again when the truth file changed (:meth:`unhealthy`)."""
 

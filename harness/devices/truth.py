@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from draguard.harness.core import jsonfast
 from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.fsio import atomic_write
 
 __all__ = [
     "TRUTH_FILE",
@@ -302,8 +303,6 @@ class DeviceTruth:
     # -- writing ------------------------------------------------------------------------------
     @contextmanager
     def _locked(self) -> Iterator[_Draft]:
-        from ..driver.state import atomic_write
-
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a+") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)

@@ -42,6 +42,7 @@ from .. import cdi
 from ..devices.nvml import SHARING_STRATEGIES, FakeNvml, NvmlError
 from ..devices.truth import DeviceTruth, installed_devices
 from ..grpcapi.plugin import ClaimRef
+from draguard.harness.core.fsio import cleanup_temporaries, sync_dir
 from draguard.harness.core.paths import NodeDirs
 from .faults import FaultControl
 from .mutants import Mutant
@@ -52,8 +53,6 @@ from .state import (
     DeviceRecord,
     DeviceState,
     PreparedDevice,
-    cleanup_temporaries,
-    sync_dir,
 )
 from .topology import DeviceInfo, Inventory
 

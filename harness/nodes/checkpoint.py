@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.core import jsonfast
-from draguard.harness.driver.state import atomic_write
+from draguard.harness.core.fsio import atomic_write
 from draguard.harness.core.errors import HarnessError
 
 __all__ = ["ClaimRecord", "DriverState", "Checkpoint", "CHECKPOINT_FILE"]

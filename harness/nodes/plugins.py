@@ -21,7 +21,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 
-from draguard.harness.driver.state import vouches
+from draguard.harness.core.fsio import vouches
 from draguard.harness.grpcapi.plugin import (
     CALL_TIMEOUT,
     PLUGIN_TYPE,

@@ -45,7 +45,7 @@ from typing import Any, Literal
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from draguard.harness.core.errors import DraguardError, HarnessError, UsageError
 from ..devices.truth import DeviceTruth, NodeTruth
-from ..driver.state import StampedReads
+from ..core.fsio import StampedReads
 from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
 from ..kube import BULK_PARALLEL, ApiError, Kube, Obj
 from draguard.harness.core.paths import state_dir

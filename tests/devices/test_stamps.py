@@ -11,8 +11,8 @@ import pytest
 
 from draguard.harness.devices.nvml import FakeNvml
 from draguard.harness.devices.truth import DeviceTruth, InstalledDevice
-from draguard.harness.driver import state
-from draguard.harness.driver.state import STAMP_SETTLED_AFTER, vouches
+from draguard.harness.core import fsio as state
+from draguard.harness.core.fsio import STAMP_SETTLED_AFTER, vouches
 
 
 def test_a_stamp_vouches_only_for_a_read_made_after_its_mtime_settled() -> None:

@@ -14,10 +14,9 @@ from draguard.harness.driver.state import (
     DeviceRecord,
     DeviceState,
     PreparedDevice,
-    atomic_write,
-    cleanup_temporaries,
 )
 from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.fsio import atomic_write, cleanup_temporaries
 
 
 class Crash(Exception):

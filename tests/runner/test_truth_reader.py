@@ -56,7 +56,7 @@ def test_a_drivers_books_changed_in_the_tick_of_the_last_read_are_seen(
     kept by a coarse file clock (same tick, same size) must not keep the books of before."""
     from types import SimpleNamespace
 
-    from draguard.harness.driver import state
+    from draguard.harness.core import fsio as state
     from draguard.harness.driver.plugin import FakeDriver
     from draguard.harness.driver.topology import generic, resolve
     from draguard.harness.grpcapi.plugin import ClaimRef
