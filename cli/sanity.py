@@ -2,6 +2,10 @@
 :func:`draguard.conformance.sanity.run_sanity`; prints one line per check and renders the result with ``draguard.reports`` (``verdict.json`` after every
 check; ``--report junit,html,allure`` for more).
 
+A check that cannot start (a hook it needs cannot be done) is skipped before it starts; one for a
+capability the ``--capabilities`` file does not declare is not applicable. A driver left down by a
+check fails that check; the suite restarts it or stops with one line naming the cause.
+
 Exit codes: 0 every check passed or was skipped with its reason, 1 a check failed, 2 bad input, or
 a check could not be run (an error of the environment) while none failed, 130 interrupted.
 """
@@ -14,9 +18,13 @@ import click
 
 from draguard import reports
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity, sanity_checks
+from draguard.conformance.sanity.capabilities import load_capabilities
 from draguard.harness.core.errors import EXIT_OK
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.console import check_line, check_summary
+
+from . import options
+from .options import KubeTarget
 
 __all__ = ["command", "exit_code"]
 
@@ -31,9 +39,7 @@ def exit_code(result: RunResult) -> int:
               help="The driver's registration socket (<kubelet>/plugins_registry/<driver>-reg.sock).")
 @click.option("--plugin-socket", type=click.Path(dir_okay=False, path_type=Path),
               help="The driver's DRA socket [default: the endpoint its registration names].")
-@click.option("--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Kubeconfig of the cluster (claims are created in a namespace of their own).")
-@click.option("--context", default=None, help="kubeconfig context")
+@options.kube_target("Kubeconfig of the cluster (claims are created in a namespace of their own).", required=True)
 @click.option("--driver", "driver_name", required=True, help="The driver's name (ResourceSlice spec.driver).")
 @click.option("--node", default=None, help="The node the driver serves [default: the one its slices name].")
 @click.option("--cdi-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -50,17 +56,28 @@ def exit_code(result: RunResult) -> int:
               show_default=True, help="Directory for verdict.json (written after every check).")
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Send the calls through the interposer and record each in <out>/grpc-calls.jsonl.")
-@click.option("--report", "formats", multiple=True, metavar="FORMAT",
-              help=f"Report formats besides json, repeatable or comma-separated: {', '.join(reports.REPORTS.names())}.")
+@options.report_formats("--report", default=(), help="Report formats besides json")
+@click.option("--idempotent-count", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="How many times each prepare and unprepare check makes each call, comparing the answers "
+                   "(csi-sanity's IdempotentCount).")
+@click.option("--capabilities", "capabilities_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML/JSON file of what the driver supports (healthStream, sharingStrategies, adminAccess, "
+                   "partitionableDevices); checks for what it does not declare are reported not applicable.")
+@click.option("--namespace", default=None,
+              help="An existing namespace to create the claims in [default: a namespace of the suite's own]; "
+                   "only what the suite creates is deleted.")
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, rule, source) and exit.")
 def command(
-    registration_socket: Path, plugin_socket: Path | None, kubeconfig: Path, context: str | None, driver_name: str,
+    registration_socket: Path, plugin_socket: Path | None, kube: KubeTarget, driver_name: str,
     node: str | None, cdi_dir: Path | None, restart_command: str | None, fake_driver_root: Path | None,
     select: tuple[str, ...], call_timeout: float, check_timeout: float, blocking_bound: float, out: Path,
-    trace: bool, formats: tuple[str, ...], list_only: bool,
+    trace: bool, formats: list[str], idempotent_count: int, capabilities_file: Path | None,
+    namespace: str | None, list_only: bool,
 ) -> int:
     """Check a DRA kubelet plugin's gRPC contract the way the kubelet calls it."""
-    chosen = reports.check_formats(["json", *(f.strip() for item in formats for f in item.split(",") if f.strip())])
+    chosen = reports.check_formats(["json", *formats])
+    kubeconfig, context = kube.kubeconfig, kube.context
+    assert kubeconfig is not None  # required
     entries = sanity_checks(select)
     if not entries:
         raise click.BadParameter(f"no check matches {list(select)}", param_hint="--check")
@@ -73,10 +90,11 @@ def command(
         plugin_socket=plugin_socket.absolute() if plugin_socket else None, node=node,
         cdi_dir=cdi_dir.absolute() if cdi_dir else None, context=context, call_timeout=call_timeout,
         check_timeout=check_timeout, blocking_bound=blocking_bound, select=select,
-        trace=(out / "grpc-calls.jsonl").absolute() if trace else None,
+        trace=(out / "grpc-calls.jsonl").absolute() if trace else None, idempotent_count=idempotent_count,
+        capabilities=load_capabilities(capabilities_file) if capabilities_file else None, namespace=namespace,
     )
     hooks: object = None
-    restart = CommandHooks(restart_command) if restart_command else None
+    restart = CommandHooks(restart_command, node=node) if restart_command else None
     if fake_driver_root is not None:
         if node is None:
             raise click.BadParameter("give --node with --fake-driver-root", param_hint="--node")
@@ -98,4 +116,7 @@ def command(
     for key in ("setupError", "traceError"):
         if result.environment.get(key):
             click.echo(f"draguard sanity: {result.environment[key]}", err=True)
+    if result.environment.get("stopped"):
+        click.echo(f"draguard sanity: stopped: {result.environment['stopped']}; "
+                   f"{len(result.environment.get('notRun') or ())} check(s) not run", err=True)
     return exit_code(result)

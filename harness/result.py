@@ -68,7 +68,8 @@ SCHEMA_VERSION = 1
 
 Status = Literal["held", "violated", "not-checked"]
 StepStatus = Literal["ok", "error", "late", "never-ran", "not-fired"]
-CheckStatus = Literal["passed", "failed", "skipped", "error"]
+CheckStatus = Literal["passed", "failed", "skipped", "not-applicable", "error"]
+"""``not-applicable``: the driver does not declare what the check tests (sanity ``--capabilities``)."""
 
 
 class ResultFormatError(errors.UsageError):

@@ -108,7 +108,7 @@ def _scenario(w: _Writer, s: ScenarioResult, started: float) -> None:
 
 def _check(w: _Writer, c: CheckResult, started: float) -> None:
     status = {"passed": AllureStatus.PASSED, "failed": AllureStatus.FAILED, "skipped": AllureStatus.SKIPPED,
-              "error": AllureStatus.BROKEN}[c.status]
+              "not-applicable": AllureStatus.SKIPPED, "error": AllureStatus.BROKEN}[c.status]
     w.result(TestResult(
         uuid=str(uuid.uuid4()), name=c.id, fullName=f"draguard.check.{c.id}", historyId=f"check.{c.id}", testCaseId=f"check.{c.id}",
         description=f"{c.rule}\n\nsource: {c.source}", status=status, statusDetails=StatusDetails(message=c.reason or None),

@@ -103,7 +103,7 @@ def e2e_log(result: RunResult) -> str:
             if e.devices:
                 lines.append(f"    devices: {', '.join(e.devices)}")
         lines.append("")
-    counts = {s: sum(1 for c in result.checks if c.status == s) for s in ("passed", "failed", "skipped", "error")}
+    counts = {s: sum(1 for c in result.checks if c.status == s) for s in ("passed", "failed", "skipped", "not-applicable", "error")}
     lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
     lines.append("PASS" if result.ok else "FAIL")
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ __all__ = ["check_line", "check_summary", "print_plan", "print_rates", "print_lo
            "print_allocation_check", "print_bench"]
 
 
-_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
+_MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "not-applicable": "N/A", "error": "ERROR"}
 
 
 def check_line(check: CheckResult) -> str:
@@ -39,7 +39,8 @@ def check_line(check: CheckResult) -> str:
 def check_summary(suite: str, checks: Iterable[CheckResult]) -> str:
     """The suite's closing line: how many checks passed, failed, skipped and could not run."""
     counts = Counter(c.status for c in checks)
-    return (f"draguard {suite}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
+    na = f", {counts['not-applicable']} not applicable" if counts["not-applicable"] else ""
+    return (f"draguard {suite}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped{na}, "
             f"{counts['error']} error(s)")  # fmt: skip
 
 

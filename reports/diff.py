@@ -56,7 +56,7 @@ def cases(result: RunResult) -> dict[str, Case]:
             out[f"{s.name}/step/{st.name}"] = Case(f"{s.name}/step/{st.name}", "passed" if ok else "skipped" if st.optional else "failed",
                                                    (st.detail,) if not ok else (), took, inputs)
     for c in result.checks:
-        outcome = {"passed": "passed", "skipped": "skipped"}.get(c.status, "failed")
+        outcome = {"passed": "passed", "skipped": "skipped", "not-applicable": "skipped"}.get(c.status, "failed")
         out[f"check/{c.id}"] = Case(f"check/{c.id}", outcome, tuple(sorted(e.message for e in c.evidence)), c.duration)
     return out
 

@@ -90,8 +90,9 @@ def _step_case(suite: ET.Element, s: ScenarioResult, st: StepResult) -> str:
 
 def _check_case(suite: ET.Element, c: CheckResult) -> str:
     case = ET.SubElement(suite, "testcase", classname="draguard.check", name=c.id, time=f"{c.duration:.3f}")
-    if c.status == "skipped":
-        ET.SubElement(case, "skipped", message=c.reason or "skipped")
+    if c.status in ("skipped", "not-applicable"):
+        why = c.reason or c.status
+        ET.SubElement(case, "skipped", message=f"not applicable: {why}" if c.status == "not-applicable" else why)
         return "skipped"
     if c.status in ("failed", "error"):
         tag = "failure" if c.status == "failed" else "error"

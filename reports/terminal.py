@@ -100,7 +100,7 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
         checks = Table(title="draguard checks")
         for col in ("check", "status", "reason"):
             checks.add_column(col)
-        colours = {"passed": "green", "failed": "red", "error": "red", "skipped": "dim"}
+        colours = {"passed": "green", "failed": "red", "error": "red", "skipped": "dim", "not-applicable": "dim"}
         for c in result.checks:
             checks.add_row(c.id, f"[{colours[c.status]}]{c.status}[/]", c.reason)
         console.print(checks)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import logging
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +30,7 @@ from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 from draguard.harness.core.registry import CHECKS, Entry
 from draguard.harness.result import CheckResult, Evidence, RunResult
 
-from ..checks import CheckFailed, Skip, run_entry
+from ..checks import CheckFailed, Skip, run_entry, run_restart_command
 
 __all__ = [
     "PROFILES",
@@ -193,11 +192,7 @@ class CommandAccess:
         self.timeout = timeout
 
     def restart(self, node: str) -> None:
-        done = subprocess.run(self.restart_command.replace("{node}", node), shell=True, capture_output=True,
-                              text=True, timeout=self.timeout, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"--restart-command exited with {done.returncode}: "
-                               f"{(done.stderr or done.stdout).strip()[-400:]}")
+        run_restart_command(self.restart_command, node, self.timeout)
 
 
 CheckFn = Callable[["ClusterContext"], None]

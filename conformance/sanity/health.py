@@ -48,6 +48,7 @@ def _advertised(ctx: SanityContext) -> str:
 
 @sanity_check(
     "sanity.health.stream-opens",
+    capability="health-stream",
     rule="an advertised health stream opens and sends a first message",
     source=KEP,
     aimed_at=(),
@@ -63,6 +64,7 @@ def stream_opens(ctx: SanityContext) -> None:
 
 @sanity_check(
     "sanity.health.published-devices",
+    capability="health-stream",
     rule="the health stream reports only devices the driver publishes in its ResourceSlices for the node",
     source=KEP,
 )
@@ -103,6 +105,7 @@ def advertised(ctx: SanityContext) -> None:
 
 @sanity_check(
     "sanity.health.reports-unhealthy",
+    capability="health-stream",
     rule="a device that breaks is reported UNHEALTHY on the health stream",
     source=KEP,
     aimed_at=("silent-health",),

@@ -5,12 +5,14 @@
   release, a crash inside prepare, an unhealthy device) and a restart of its process; used by the
   suite's self-tests and by ``draguard sanity --fake-driver-root``.
 
-A hook that cannot be done raises :class:`NotImplementedError`; the checks needing it then skip.
+A hook that cannot be done says so before any check starts (:meth:`unavailable` gives the reason),
+and raises :class:`NotImplementedError` if called anyway; the checks needing it skip without starting.
+Both learn the driver's node from the suite (:meth:`bind_node`): ``{node}`` in ``--restart-command``
+is replaced by :func:`draguard.conformance.checks.restart_command`, as in the cluster suite.
 """
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +20,30 @@ from draguard.harness.driver.faults import Faults, clear_faults, set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.core.paths import DEFAULT_DRIVER
 
+from ..checks import run_restart_command
+
 __all__ = ["CommandHooks", "FakeDriverHooks"]
 
 
 class CommandHooks:
-    """``restart`` by running a shell command; nothing else."""
+    """``restart`` by running a shell command (``{node}`` replaced by the driver's node); nothing else."""
 
-    def __init__(self, restart_command: str, timeout: float = 60.0) -> None:
+    def __init__(self, restart_command: str, timeout: float = 60.0, node: str | None = None) -> None:
         self.restart_command = restart_command
         self.timeout = timeout
+        self.node = node
+
+    def bind_node(self, node: str | None) -> None:
+        """The node the suite found the driver on (kept when one was given)."""
+        self.node = self.node or node
+
+    def unavailable(self, name: str) -> str:
+        if name == "restart" and "{node}" in self.restart_command and not self.node:
+            return "--restart-command names {node} but the driver's node is not known (give --node)"
+        return ""
 
     def restart(self) -> None:
-        done = subprocess.run(
-            self.restart_command, shell=True, capture_output=True, text=True, timeout=self.timeout, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"--restart-command exited with {done.returncode}: {(done.stderr or done.stdout).strip()[-400:]}"
-            )
+        run_restart_command(self.restart_command, self.node, self.timeout)
 
     def clear(self) -> None:
         pass
@@ -53,17 +61,35 @@ class FakeDriverHooks:
     def _set(self, **faults: Any) -> None:
         set_faults(self.root, self.node, self.driver, **faults)
 
+    def bind_node(self, node: str | None) -> None:
+        bind = getattr(self.process, "bind_node", None)
+        if callable(bind):
+            bind(self.node or node)
+
+    def unavailable(self, name: str) -> str:
+        """Why hook ``name`` cannot be done on this fake driver ("" when it can)."""
+        if name == "restart":
+            if self.process is None:
+                return ("the suite cannot restart this fake driver: it was not started by the suite's caller "
+                        "(give --restart-command)")
+            inner = getattr(self.process, "unavailable", None)
+            return str(inner(name)) if callable(inner) else ""
+        if name == "slow_release" and "reset_slow" not in Faults.model_fields:
+            return "this fake driver has no reset_slow fault"
+        return ""
+
     def restart(self) -> None:
-        if self.process is None:
-            raise NotImplementedError("the fake driver was not started by the suite's caller (no process handle)")
+        why = self.unavailable("restart")
+        if why:
+            raise NotImplementedError(why)
         self.process.restart()
 
     def slow_prepare(self, claim: ClaimRef, seconds: float) -> None:
         self._set(prepare_hang={"seconds": seconds, "claims": [claim.uid], "count": 1})
 
     def slow_release(self, device: str, seconds: float) -> None:
-        if "reset_slow" not in Faults.model_fields:
-            raise NotImplementedError("this fake driver has no reset_slow fault")
+        if self.unavailable("slow_release"):
+            raise NotImplementedError(self.unavailable("slow_release"))
         self._set(reset_slow={"seconds": seconds, "devices": [device], "count": 1})
 
     def fail_release(self, device: str) -> None:

@@ -29,7 +29,7 @@ __all__ = ["CORRECT", "modes", "run_matrix", "render", "aimed"]
 
 CORRECT = "none"
 """The mode name of the correct fake driver."""
-_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "error": "error"}
+_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "not-applicable": "n/a", "error": "error"}
 
 
 def modes() -> list[str]:

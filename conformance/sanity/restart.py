@@ -4,6 +4,8 @@ releases the devices; a prepare interrupted by a crash is cleaned up by the unpr
 The kubelet does not prepare again after a driver restart: it unprepares from its own checkpoint
 when the pod ends (kubernetes ``pkg/kubelet/cm/dra/manager.go``), so the driver must remember what
 it prepared (draguard guardrail 4; kubernetes-sigs/dra-driver-nvidia-gpu#840 for interrupted prepares).
+Both checks need the ``restart`` hook, and are skipped before they start when it cannot be done: a
+crash with no way to restart would leave the driver down for every check after it.
 """
 
 from __future__ import annotations

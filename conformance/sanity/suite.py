@@ -7,6 +7,8 @@ A check passes by returning, fails by raising :class:`CheckFailed` (through :fun
 failure has the same shape: what was expected, what the driver did, the objects and devices
 involved), and skips by raising :class:`Skip` with the reason (a capability the driver lacks, a
 hook the suite was not given). Anything else it raises is an ``error`` of that check, never a crash.
+A check whose hooks (``needs``) cannot be done is skipped before it starts, with the reason; a check
+for a capability the driver's ``--capabilities`` file does not declare is ``not-applicable``.
 
 :class:`SanityContext` is what checks get: the plugin client (as the kubelet calls the driver),
 the Kube client, a fresh namespace, the node's published devices, and :meth:`SanityContext.claim`,
@@ -15,8 +17,12 @@ scheduler does. Every claim a check creates is unprepared and deleted when the c
 (csi-sanity's ``Resources``), whatever the outcome.
 
 :func:`run_sanity` runs the selected checks one after the other, each in a worker thread bounded by
-``check_timeout``; every gRPC call has its own deadline. It returns a :class:`RunResult` whose
-``checks`` hold one :class:`CheckResult` per check. Talks to the driver's sockets (through
+``check_timeout``; every gRPC call has its own deadline, and a call that ran out of it is named as
+the cause in the check's result. After each check the suite asks the driver whether it still
+answers: a driver left down fails that check alone, and the suite restarts it (``restart`` hook)
+or stops, naming the cause in ``environment["stopped"]`` (the checks not run are listed there,
+never reported as failures of their own). It returns a :class:`RunResult` whose ``checks`` hold
+one :class:`CheckResult` per check run. Talks to the driver's sockets (through
 :class:`~draguard.harness.grpcapi.plugin.PluginClient`) and the API server.
 """
 
@@ -47,9 +53,10 @@ from draguard.harness.grpcapi.plugin import (
 )
 from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 from draguard.harness.core.registry import CHECKS, Entry
-from draguard.harness.result import CheckResult, RunResult
+from draguard.harness.result import CheckResult, Evidence, RunResult
 
 from ..checks import CheckFailed, Skip, expect, run_entry
+from .capabilities import Capabilities
 
 __all__ = [
     "SanityConfig",
@@ -92,7 +99,13 @@ class SanityConfig:
     check_timeout: float = 90.0
     blocking_bound: float = 2.0
     """The longest a call may wait while another call of the driver is slow (concurrency check)."""
-    idempotent_count: int = 3
+    idempotent_count: int = 10
+    """How many times each prepare and unprepare check makes each of its calls, comparing the answers
+    (csi-sanity's ``IdempotentCount``)."""
+    capabilities: Capabilities | None = None
+    """What the driver declares it supports (``--capabilities``); None: everything, runtime skips only."""
+    namespace: str | None = None
+    """An existing namespace to create the claims in (kept at the end); by default one of the suite's own."""
     select: tuple[str, ...] = ()
     """Check id globs to run (all when empty)."""
     trace: Path | None = None
@@ -145,19 +158,29 @@ def sanity_check(
     source: str,
     aimed_at: Sequence[str] = (),
     needs: Sequence[str] = (),
+    needs_all: bool = True,
+    capability: str | None = None,
 ) -> Callable[[CheckFn], CheckFn]:
     """Register a sanity check: stable id ``sanity.<area>.<name>``, one-line rule, its source.
 
     ``aimed_at`` names the fake-driver mutants whose bug this check exists to catch (the mutant ×
     check table asserts that each of them fails it); ``needs`` names the :class:`DriverHooks`
-    methods it uses (listed in the docs; a missing one makes it skip).
+    methods it uses (listed in the docs): the check is skipped before it starts when one of them
+    cannot be done (with ``needs_all=False``: when none of them can). ``capability`` names what the
+    driver must declare for the check to apply (:data:`~.capabilities.CAPABILITIES`).
     """
     if not check_id.startswith(PREFIX):
         raise DefinitionError(f"sanity check id {check_id!r} must start with {PREFIX!r}")
     if not source.strip():
         raise DefinitionError(f"sanity check {check_id!r}: say where its rule comes from (source=...)")
+    from .capabilities import CAPABILITIES
+
+    if capability is not None and capability not in CAPABILITIES:
+        raise DefinitionError(f"sanity check {check_id!r}: unknown capability {capability!r}; "
+                              f"known: {', '.join(CAPABILITIES)}")
     area = check_id.split(".")[1]
-    return CHECKS.register(check_id, summary=rule, source=source, aimed_at=tuple(aimed_at), needs=tuple(needs), area=area)
+    return CHECKS.register(check_id, summary=rule, source=source, aimed_at=tuple(aimed_at), needs=tuple(needs),
+                           needs_all=needs_all, capability=capability, area=area)
 
 
 def sanity_checks(select: Sequence[str] = ()) -> list[Entry[Any]]:
@@ -180,6 +203,39 @@ class _Made:
     prepared: bool = False
 
 
+DEADLINE = "DEADLINE_EXCEEDED"
+
+
+@dataclass
+class _NoticingClient(PluginClient):
+    """A plugin client that tells the suite about every call that ran out of its deadline."""
+
+    on_timeout: Callable[[PluginCallError, float], None] | None = None
+
+    def _noticed(self, exc: PluginCallError, timeout: float | None, default: float) -> PluginCallError:
+        if exc.code == DEADLINE and self.on_timeout is not None:
+            self.on_timeout(exc, timeout or default)
+        return exc
+
+    def get_info(self, timeout: float | None = None) -> PluginInfo:
+        try:
+            return super().get_info(timeout)
+        except PluginCallError as exc:
+            raise self._noticed(exc, timeout, self.timeout) from exc.__cause__
+
+    def prepare(self, claims: Sequence[ClaimRef], timeout: float | None = None) -> dict[str, ClaimResult]:
+        try:
+            return super().prepare(claims, timeout)
+        except PluginCallError as exc:
+            raise self._noticed(exc, timeout, self.timeout) from exc.__cause__
+
+    def unprepare(self, claims: Sequence[ClaimRef], timeout: float | None = None) -> dict[str, str]:
+        try:
+            return super().unprepare(claims, timeout)
+        except PluginCallError as exc:
+            raise self._noticed(exc, timeout, self.timeout) from exc.__cause__
+
+
 @dataclass
 class SanityContext:
     """Everything a check may use; one per suite run."""
@@ -197,6 +253,16 @@ class SanityContext:
     trace_error: str = ""
     proxy_sockets: tuple[Path, Path] | None = None
     """(registration, DRA) sockets of the interposer the calls go through, when tracing."""
+    own_namespace: bool = True
+    """The suite made ``namespace`` (and deletes it at the end); False for ``SanityConfig.namespace``."""
+    current: Entry[Any] | None = None
+    """The check now running."""
+    answered_at_start: bool = False
+    """The driver answered GetInfo and an empty prepare before the first check (then each check is
+    followed by the same question, and a driver left down is that check's failure)."""
+    stopped: str = ""
+    """Why the suite stopped before its last check ("" while it goes on)."""
+    _timeouts: list[str] = field(default_factory=list)
     _made: list[_Made] = field(default_factory=list)
     _clients: dict[str, PluginClient] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -229,9 +295,26 @@ class SanityContext:
             c = self._clients.get(version)
             if c is None:
                 reg, dra = self.proxy_sockets or (self.config.registration_socket, self.dra_socket)
-                c = PluginClient(dra, reg, version, self.config.call_timeout, self.config.driver)
+                c = _NoticingClient(dra, reg, version, self.config.call_timeout, self.config.driver,
+                                    on_timeout=self._timed_out)
                 self._clients[version] = c
             return c
+
+    def _timed_out(self, exc: PluginCallError, timeout: float) -> None:
+        with self._lock:
+            self._timeouts.append(f"{exc.method} did not answer within {timeout:g}s")
+
+    def take_timeouts(self) -> list[str]:
+        """The calls that ran out of their deadline since the last time this was asked."""
+        with self._lock:
+            out, self._timeouts = self._timeouts, []
+        return out
+
+    def repeats(self) -> int:
+        """How many times the running check makes each prepare or unprepare call it expects to succeed:
+        ``idempotent_count`` in the prepare and unprepare areas, once elsewhere."""
+        area = self.current.meta.get("area") if self.current is not None else None
+        return max(1, self.config.idempotent_count) if area in ("prepare", "unprepare") else 1
 
     def prepare(self, *claims: ClaimRef, timeout: float | None = None) -> dict[str, ClaimResult]:
         """One NodePrepareResources call with ``claims``; remembers them for cleanup."""
@@ -245,16 +328,34 @@ class SanityContext:
         return self.client().unprepare(list(claims), timeout=timeout)
 
     def prepared_ok(self, claim: ClaimRef) -> ClaimResult:
-        """Prepare ``claim`` alone and require success (the setup step of many checks)."""
-        result = self.prepare(claim).get(claim.uid)
-        expect(result is not None, f"NodePrepareResources answered no entry for {claim}", [str(claim)])
-        assert result is not None
-        expect(not result.error, f"prepare of {claim} failed: {result.error}", [str(claim)])
-        return result
+        """Prepare ``claim`` alone and require success (the setup step of many checks).
+
+        In a prepare or unprepare check the call is made :meth:`repeats` times and every answer
+        must be the first one (the same devices and CDI device IDs).
+        """
+        first: ClaimResult | None = None
+        n = self.repeats()
+        for i in range(n):
+            result = self.prepare(claim).get(claim.uid)
+            nth = f" #{i + 1} of {n}" if i else ""
+            expect(result is not None, f"NodePrepareResources{nth} answered no entry for {claim}", [str(claim)])
+            assert result is not None
+            expect(not result.error, f"prepare{nth} of {claim} failed: {result.error}", [str(claim)])
+            if first is None:
+                first = result
+            else:
+                expect(_answer(result) == _answer(first), f"prepare{nth} of {claim} answered {_answer(result)}, "
+                       f"the first answered {_answer(first)}", [str(claim)])
+        assert first is not None
+        return first
 
     def unprepared_ok(self, claim: ClaimRef) -> None:
-        answer = self.unprepare(claim)
-        expect(answer.get(claim.uid) == "", f"unprepare of {claim} answered {answer!r}", [str(claim)])
+        """Unprepare ``claim`` and require success; :meth:`repeats` times in a prepare or unprepare check."""
+        n = self.repeats()
+        for i in range(n):
+            answer = self.unprepare(claim)
+            nth = f" #{i + 1} of {n}" if i else ""
+            expect(answer.get(claim.uid) == "", f"unprepare{nth} of {claim} answered {answer!r}", [str(claim)])
 
     # -- the node's devices --------------------------------------------------------------------
     def node_devices(self) -> list[tuple[str, str]]:
@@ -299,7 +400,7 @@ class SanityContext:
         with self._lock:
             self._seq += 1
             seq = self._seq
-        name = name or f"sanity-{seq}"
+        name = name or f"sanity-{self.run_id}-{seq}"  # the run's own: never a name someone else made
         driver = driver or self.config.driver
         node = node or self.node or ""
         obj = {
@@ -364,6 +465,16 @@ class SanityContext:
                 problems.append(f"delete {m.ref}: {exc}")
         return problems
 
+    def hook_unavailable(self, name: str) -> str:
+        """Why the hook ``name`` cannot be done ("" when it can), asked before anything is touched."""
+        fn = getattr(self.hooks, name, None) if self.hooks is not None else None
+        if fn is None:
+            return (f"needs the {name!r} hook (the suite cannot do this to an arbitrary driver); "
+                    f"{'no hooks were given' if self.hooks is None else 'the given hooks lack it'}")
+        ask = getattr(self.hooks, "unavailable", None)
+        why = str(ask(name)) if callable(ask) else ""
+        return f"needs the {name!r} hook: {why}" if why else ""
+
     def hook(self, name: str) -> Callable[..., Any]:
         """The hook ``name``, or skip the check saying which hook it needs.
 
@@ -371,10 +482,10 @@ class SanityContext:
         hook starts may be tied to the thread that started it (``PR_SET_PDEATHSIG`` fires when
         that *thread* ends), and each check runs on a thread of its own.
         """
-        fn = getattr(self.hooks, name, None) if self.hooks is not None else None
-        if fn is None:
-            raise Skip(f"needs the {name!r} hook (the suite cannot do this to an arbitrary driver); "
-                       f"{'no hooks were given' if self.hooks is None else 'the given hooks lack it'}")
+        why = self.hook_unavailable(name)
+        if why:
+            raise Skip(why)
+        fn = getattr(self.hooks, name)
 
         def on_hook_thread(*args: Any) -> Any:
             return self._hook_thread.submit(fn, *args).result()
@@ -394,27 +505,44 @@ class SanityContext:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the driver answers GetInfo and an empty prepare again (after a restart)."""
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            try:
-                self.client().get_info(timeout=2)
-                self.client().prepare([], timeout=2)
-                return
-            except PluginCallError as exc:
-                last = str(exc)
-            time.sleep(0.2)
-        raise CheckFailed(f"the driver did not answer again within {timeout:.0f}s of its restart: {last}")
+        last = self.answers(timeout)
+        if last:
+            raise CheckFailed(f"the driver did not answer again within {timeout:.0f}s of its restart: {last}")
+
+    def answers(self, within: float = 10.0) -> str:
+        """"" once the driver answers GetInfo and an empty prepare (on its own sockets, untraced),
+        else what the last try got after ``within`` seconds."""
+        deadline = time.monotonic() + within
+        last = "no DRA socket known"
+        if self.dra_socket is None:
+            return last
+        with PluginClient(self.dra_socket, self.config.registration_socket, self.version, 2.0,
+                          self.config.driver) as probe:
+            while True:
+                try:
+                    probe.get_info(timeout=2)
+                    probe.prepare([], timeout=2)
+                    return ""
+                except PluginCallError as exc:
+                    last = str(exc)
+                if time.monotonic() >= deadline:
+                    return last
+                time.sleep(0.2)
 
     def close(self) -> None:
         self._hook_thread.shutdown(wait=False)
         for c in self._clients.values():
             c.close()
-        if self.kube is not None and self.namespace is not None:
+        if self.kube is not None and self.namespace is not None and self.own_namespace:
             try:
                 self.kube.delete("Namespace", self.namespace)
             except (ApiError, HarnessError) as exc:
                 log.warning("cannot delete namespace %s: %s", self.namespace, exc)
+
+
+def _answer(result: ClaimResult) -> list[tuple[str, str, tuple[str, ...]]]:
+    """A prepare answer for one claim, comparable: (pool, device, CDI IDs) of each device."""
+    return sorted((d.pool_name, d.device_name, tuple(sorted(d.cdi_device_ids))) for d in result.devices)
 
 
 def _node_of(config: SanityConfig, slices: list[Obj]) -> tuple[str | None, str]:
@@ -464,12 +592,20 @@ def open_context(config: SanityConfig, hooks: Any = None) -> Iterator[SanityCont
         slices = node_slices(kube, config.driver, node) if node else []
         if why:
             setup_error = why
-        namespace = f"draguard-sanity-{run_id}"
-        kube.create_namespace(namespace, {RUN_LABEL: run_id}, wait=False)
+        if config.namespace:
+            namespace = config.namespace
+        else:
+            namespace = f"draguard-sanity-{run_id}"
+            kube.create_namespace(namespace, {RUN_LABEL: run_id}, wait=False)
     except (ApiError, HarnessError, UsageError, OSError) as exc:
         setup_error = f"{type(exc).__name__}: {exc}"
         namespace = None
-    ctx = SanityContext(config, kube, namespace, info, info_error, node, slices, hooks, run_id, setup_error)
+    bind = getattr(hooks, "bind_node", None)
+    if callable(bind):
+        bind(node)  # {node} of --restart-command: the node found here when none was given
+    ctx = SanityContext(config, kube, namespace, info, info_error, node, slices, hooks, run_id, setup_error,
+                        own_namespace=not config.namespace)
+    ctx.answered_at_start = info is not None and ctx.answers(within=0) == ""
     with contextlib.ExitStack() as stack:
         if config.trace is not None and info is not None:
             try:
@@ -501,8 +637,75 @@ def _interposed(config: SanityConfig, node: str, run_id: str) -> Iterator[tuple[
 
 
 def run_check(ctx: SanityContext, entry: Entry[Any]) -> CheckResult:
-    """Run one check with its timeout; whatever happens, a :class:`CheckResult` comes back."""
-    return run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
+    """Run one check with its timeout; whatever happens, a :class:`CheckResult` comes back.
+
+    Before it starts: not applicable when the driver does not declare its capability, skipped when
+    a hook it needs cannot be done. After it: a call that ran out of its deadline is named as the
+    cause, and a driver that no longer answers fails this check, then is restarted or stops the suite.
+    """
+    why = _not_startable(ctx, entry)
+    if why is not None:
+        return why
+    ctx.current = entry
+    ctx.take_timeouts()
+    try:
+        result = run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
+    finally:
+        ctx.current = None
+    timeouts = ctx.take_timeouts()
+    if timeouts and result.status in ("failed", "error"):
+        cause = (f"timed out: {'; '.join(dict.fromkeys(timeouts))} (the call deadline, --call-timeout "
+                 f"{ctx.config.call_timeout:g}s)")
+        result.reason = f"{cause}; so: {result.reason}"
+        result.evidence.insert(0, Evidence(cause))
+    if ctx.answered_at_start:
+        _after(ctx, result)
+    return result
+
+
+def _not_startable(ctx: SanityContext, entry: Entry[Any]) -> CheckResult | None:
+    def ended(status: Any, reason: str) -> CheckResult:
+        return CheckResult(entry.name, entry.summary, str(entry.meta.get("source", "")), status, reason)
+
+    if ctx.stopped:
+        return ended("skipped", f"not run: {ctx.stopped}")
+    capability = entry.meta.get("capability")
+    caps = ctx.config.capabilities
+    if capability and caps is not None and not caps.declares(str(capability)):
+        return ended("not-applicable", f"the driver does not declare {caps.describe(str(capability))} "
+                     f"(--capabilities {caps.source})")
+    needs = [str(n) for n in entry.meta.get("needs", ())]
+    if needs:
+        missing = [w for w in (ctx.hook_unavailable(n) for n in needs) if w]
+        if missing and (entry.meta.get("needs_all", True) or len(missing) == len(needs)):
+            return ended("skipped", "; ".join(missing))
+    return None
+
+
+def _after(ctx: SanityContext, result: CheckResult) -> None:
+    """The driver must still answer after a check; if not, the check fails and the driver is restored."""
+    down = ctx.answers(within=max(10.0, ctx.config.call_timeout))
+    if not down:
+        return
+    left = f"the driver stopped answering during this check and was left down ({down})"
+    result.evidence.append(Evidence(left))
+    if result.status in ("failed", "error"):
+        result.reason = f"{result.reason}; {left}"
+    else:
+        result.status, result.reason = "failed", left
+    why = ctx.hook_unavailable("restart")
+    if not why:
+        try:
+            ctx.hook("restart")()
+            back = ctx.answers(within=30.0)
+        except Exception as exc:  # a hook of the driver: its failure is the cause named below
+            back = f"the restart hook failed: {type(exc).__name__}: {exc}"
+        if not back:
+            result.evidence.append(Evidence("the suite restarted the driver (restart hook) and it answered again"))
+            return
+        why = f"restarting it did not bring it back: {back}"
+    ctx.stopped = (f"the driver {ctx.config.driver} was left down by {result.id} ({down}) and the suite cannot "
+                   f"bring it back: {why}")
 
 
 def run_sanity(
@@ -532,9 +735,16 @@ def run_sanity(
                 result.environment["kubernetes"] = ctx.kube.server_version().get("gitVersion")
             except (ApiError, HarnessError):
                 pass
-        for entry in entries:
+        result.environment["capabilities"] = (ctx.config.capabilities.as_dict() if ctx.config.capabilities
+                                              else "not declared: every check applies")
+        result.environment["idempotentCount"] = config.idempotent_count
+        for i, entry in enumerate(entries):
             check = run_check(ctx, entry)
             result.checks.append(check)
             if on_result is not None:
                 on_result(check)
+            if ctx.stopped:
+                result.environment["stopped"] = ctx.stopped
+                result.environment["notRun"] = [e.name for e in entries[i + 1:]]
+                break
     return result
