@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -21,7 +22,13 @@ from draguard.harness.cluster.local import (
 )
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.process import interrupt_on_sigterm
+from draguard.harness.campaign.selfcheck import run_allocation_check
+from draguard.harness.kube import Kube
 from draguard.reports.console import print_allocation_check, print_cluster_status
+from draguard.reports.files import write_json
+
+from . import options
+from .options import KubeTarget
 
 __all__ = ["command"]
 
@@ -60,7 +67,7 @@ def command() -> None:
 
 @command.command("up")
 @name_option
-@click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", help="Directory with the control-plane binaries.")
+@options.bin_dir()
 @click.option("--feature-gates", multiple=True, help="KEY=true|false[,...] for every component, e.g. GenericWorkload=true.")
 @click.option("--runtime-config", multiple=True, help="GROUP/VERSION=true[,...] API versions to serve.")
 @click.option("--kube-api-qps", "qps", type=click.IntRange(1, 100_000), default=DEFAULT_CLIENT_QPS, show_default=True,
@@ -162,22 +169,14 @@ def build(force: bool, download: bool, scheduler_perf: bool) -> None:
 
 @command.command("check")
 @name_option
-@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), help="Check this cluster instead of a local one.")
-@click.option("--report-dir", type=click.Path(file_okay=False), default="draguard-report", show_default=True)
-def check(name: str, kubeconfig: str | None, report_dir: str) -> None:
+@options.kube_target("Check this cluster instead of a local one.", context=False)
+@options.report_dir(help="Where selfcheck.json goes.")
+def check(name: str, kube: KubeTarget, report_dir: Path) -> None:
     """Run the DRA allocation self-check against a cluster; exit 1 if a step fails."""
-    from pathlib import Path
-
-    from draguard.harness.kube import Kube
-    from draguard.harness.campaign.selfcheck import run_allocation_check
-
-    kube = Kube.from_kubeconfig(kubeconfig) if kubeconfig else LocalCluster.attach(name).kube()
-    result = run_allocation_check(kube)
+    client = Kube.from_kubeconfig(kube.kubeconfig) if kube.kubeconfig else LocalCluster.attach(name).kube()
+    result = run_allocation_check(client)
     print_check(result)
-    out = Path(report_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "selfcheck.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-    click.echo(str((out / "selfcheck.json").resolve()))
+    click.echo(str(write_json(report_dir / "selfcheck.json", result.as_dict()).resolve()))
     if not result.ok:
         sys.exit(1)
 

@@ -8,7 +8,6 @@ product field, an unknown profile, not a bundle) or an unusable cluster, 130 int
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -19,6 +18,10 @@ from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.bundle import verify_bundle
 from draguard.reports.console import check_line, check_summary
+from draguard.reports.verdict import write_verdict
+
+from . import options
+from .options import KubeTarget
 
 __all__ = ["COMMANDS"]
 
@@ -31,9 +34,7 @@ def _summary(name: str, result: RunResult) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-_kubeconfig = click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                           help="Kubeconfig of the cluster with the driver installed.")
-_context = click.option("--context", default=None, help="kubeconfig context")
+_kube = options.kube_target("Kubeconfig of the cluster with the driver installed.")
 _driver = click.option("--driver", "driver_name", help="The driver's name (ResourceSlice spec.driver).")
 _class = click.option("--device-class", help="A DeviceClass that selects the driver's devices.")
 _nodes = click.option("--nodes", default=None, help="Label selector of the nodes to use [default: all the driver serves].")
@@ -66,8 +67,7 @@ def _need(**values: object) -> None:
 
 
 @click.command("conformance")
-@_kubeconfig
-@_context
+@_kube
 @_driver
 @_class
 @_nodes
@@ -80,11 +80,12 @@ def _need(**values: object) -> None:
               help="Write verdict.json here.")
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, rule, source) and exit.")
 def conformance_command(
-    kubeconfig: Path | None, context: str | None, driver_name: str | None, device_class: str | None, nodes: str | None,
+    kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], restart_command: str | None, fake_driver_root: Path | None, wait_timeout: float,
     select: tuple[str, ...], out: Path | None, list_only: bool,
 ) -> int:
     """Check a DRA driver installed in a cluster: claims, sharing, topology, gangs, chaos."""
+    kubeconfig, context = kube.kubeconfig, kube.context
     chosen = parse_profiles(profiles)
     entries = cluster_checks(chosen, select)
     if not entries:
@@ -99,14 +100,12 @@ def conformance_command(
                            nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout)
     result = run_conformance(config, node_access(fake_driver_root, driver_name, restart_command), _line)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "verdict.json").write_text(json.dumps(result.as_dict(), indent=1))
+        write_verdict(result, out)
     return _summary("conformance", result)
 
 
 @click.command("certify")
-@_kubeconfig
-@_context
+@_kube
 @_driver
 @_class
 @_nodes
@@ -125,12 +124,13 @@ def conformance_command(
 @click.option("--verify", "verify", type=click.Path(path_type=Path), default=None,
               help="Check BUNDLE (folder or .tar.gz) against its manifest and its verdict, and exit.")
 def certify_command(
-    kubeconfig: Path | None, context: str | None, driver_name: str | None, device_class: str | None, nodes: str | None,
+    kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], product: Path | None, out: Path | None, registration_socket: Path | None,
     plugin_socket: Path | None, node: str | None, cdi_dir: Path | None, restart_command: str | None,
     fake_driver_root: Path | None, wait_timeout: float, verify: Path | None,
 ) -> int:
     """Run the suites against a driver and write a certification bundle (or --verify one)."""
+    kubeconfig, context = kube.kubeconfig, kube.context
     if verify is not None:
         v = verify_bundle(verify)
         for problem in v.problems:

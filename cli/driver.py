@@ -20,7 +20,9 @@ import click
 
 from draguard.harness.core.paths import DEFAULT_DRIVER, state_dir
 
+from . import options
 from ._entry import invoke
+from .options import KubeTarget
 
 __all__ = ["command", "run"]
 
@@ -37,9 +39,7 @@ def _mutant_help() -> str:
 
 
 @command.command("fake")
-@click.option(
-    "--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="cluster to use"
-)
+@options.kube_target("Kubeconfig of the cluster to use.", required=True, context=False)
 @click.option("--node", required=True, help="Node this driver serves (pool name, spec.nodeName)")
 @click.option(
     "--root",
@@ -68,7 +68,7 @@ def _mutant_help() -> str:
     show_default=True,
 )
 def fake(
-    kubeconfig: Path,
+    kube: KubeTarget,
     node: str,
     root: Path | None,
     node_root: Path | None,
@@ -84,17 +84,16 @@ def fake(
     from draguard.harness.driver.main import run_fake
     from draguard.harness.driver.service import DriverConfig
 
+    assert kube.kubeconfig is not None  # required
     run_fake(DriverConfig(
-        kubeconfig=kubeconfig, node=node, root=root if root is not None else state_dir() / "nodes",
+        kubeconfig=kube.kubeconfig, node=node, root=root if root is not None else state_dir() / "nodes",
         node_root=node_root, driver=driver_name, devices=devices, topology=topology, mutant=mutant,
         health_interval=health_interval, reset_seconds=reset_ms / 1000,
     ), log_level)
 
 
 @command.command("host")
-@click.option(
-    "--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="cluster to use"
-)
+@options.kube_target("Kubeconfig of the cluster to use.", required=True, context=False)
 @click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path), help="node directories root")
 @click.option("--nodes-file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help='JSON {"nodes": [{"node": N, "topology": FILE | "devices": 8, "mutant": M}, ...]}')
@@ -106,7 +105,7 @@ def fake(
     default="warning",
     show_default=True,
 )
-def host(kubeconfig: Path, root: Path, nodes_file: Path, driver_name: str, reset_ms: int, log_level: str) -> None:
+def host(kube: KubeTarget, root: Path, nodes_file: Path, driver_name: str, reset_ms: int, log_level: str) -> None:
     """Serve the fake driver for many nodes in this one process until SIGTERM/SIGINT.
 
     Each node keeps its own sockets, checkpoint, CDI specs, faults file and mutant; a control
@@ -114,7 +113,8 @@ def host(kubeconfig: Path, root: Path, nodes_file: Path, driver_name: str, reset
     """
     from draguard.harness.driver.main import run_host
 
-    run_host(kubeconfig, root, nodes_file, driver_name, reset_ms, log_level)
+    assert kube.kubeconfig is not None  # required
+    run_host(kube.kubeconfig, root, nodes_file, driver_name, reset_ms, log_level)
 
 
 def run(argv: list[str] | None = None) -> int:

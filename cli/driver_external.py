@@ -25,27 +25,32 @@ from draguard.harness.kube import Kube
 from draguard.harness.nodes.agent import validate_node_name
 from draguard.harness.core.paths import state_dir
 
+from . import options
+from .options import KubeTarget
+
 __all__ = ["command"]
 
 
 @click.command("external-driver")
-@click.option("--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False), help="Cluster to publish to.")
+@options.kube_target("Kubeconfig of the cluster to publish to.", required=True, context=False)
 @click.option("--node", required=True, help="The fake node the driver serves (start `draguard nodes` for it first).")
 @click.option("--root", type=click.Path(file_okay=False), help="Node root shared with `draguard nodes` [default: state dir/nodes].")
 @click.option("--driver", default=TEST_DRIVER_NAME, show_default=True, help="Driver name (--drivername).")
 @click.option("--devices", default=4, show_default=True, type=click.IntRange(0, 128), help="Devices in its slice.")
-@click.option("--bin-dir", envvar="DRAGUARD_BIN_DIR", type=click.Path(file_okay=False), help="Directory with dra-test-driver.")
+@options.bin_dir()
 @click.option("--device-class", metavar="NAME", help="Also create DeviceClass NAME for the driver (deleted on exit).")
 def command(
-    kubeconfig: str, node: str, root: str | None, driver: str, devices: int, bin_dir: str | None, device_class: str | None
+    kube: KubeTarget, node: str, root: str | None, driver: str, devices: int, bin_dir: str | None, device_class: str | None
 ) -> None:
     """Run the upstream DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver) for one fake node."""
+    assert kube.kubeconfig is not None  # required
+    kubeconfig = str(kube.kubeconfig)
     validate_node_name(node)
     plugin = ExternalPluginProcess(
         kubeconfig, node, root=Path(root) if root else state_dir() / "nodes", driver=driver, devices=devices,
         binary=find_test_driver(bin_dir),
     )
-    kube = Kube.from_kubeconfig(kubeconfig)
+    client = Kube.from_kubeconfig(kubeconfig)
     done = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -55,7 +60,7 @@ def command(
     try:
         plugin.start()
         if device_class:
-            kube.apply(external_device_class(device_class, driver))
+            client.apply(external_device_class(device_class, driver))
         click.echo(f"{driver} serving node {node}: {plugin.registration_socket} (log {plugin.log})")
         while not done.wait(0.5):
             if not plugin.alive():
@@ -67,7 +72,7 @@ def command(
             signal.signal(s, h)
         try:  # best effort: an unreachable API server must not hide why we are stopping
             if device_class:
-                kube.delete("DeviceClass", device_class)
-            delete_published_slices(kube, node, driver)
+                client.delete("DeviceClass", device_class)
+            delete_published_slices(client, node, driver)
         except HarnessError as exc:
             click.echo(f"draguard: warning: cleanup of node {node}'s slices failed: {exc}", err=True)

@@ -21,6 +21,9 @@ from draguard.conformance.lint import (
 )
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 
+from . import options
+from .options import KubeTarget
+
 __all__ = ["command"]
 
 _DEFAULT_RELEASE = f"{DEFAULT_TARGET_RELEASE[0]}.{DEFAULT_TARGET_RELEASE[1]}"
@@ -52,13 +55,7 @@ def _rules_epilog() -> str:
     is_flag=True,
     help="Also create every object with a server-side dry run (dryRun=All) to catch what the API server rejects.",
 )
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Kubeconfig of the cluster for --server (default: $KUBECONFIG or ~/.kube/config).",
-)
-@click.option("--context", default=None, help="Kubeconfig context for --server (default: the current context).")
+@options.kube_target("Kubeconfig of the cluster for --server [default: $KUBECONFIG or ~/.kube/config].", exists=False)
 @click.option(
     "--namespace",
     default="default",
@@ -79,8 +76,7 @@ def command(
     fmt: str,
     target_release: str,
     server: bool,
-    kubeconfig: Path | None,
-    context: str | None,
+    kube: KubeTarget,
     namespace: str,
     output: Path | None,
 ) -> None:
@@ -94,6 +90,7 @@ def command(
         release = parse_release(target_release)
     except ValueError as exc:
         raise UsageError(f"--target-release: {exc}") from exc
+    kubeconfig, context = kube.kubeconfig, kube.context
     if (kubeconfig or context) and not server:
         raise UsageError("--kubeconfig and --context only apply with --server")
     check = ServerCheck.from_kubeconfig(kubeconfig, context, namespace) if server else None

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from draguard.harness.cluster.local import LocalCluster, clusters_root
+from draguard.harness.cluster.local import LocalCluster
 from draguard.harness.core.errors import UsageError
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.load.engine import (
@@ -40,36 +40,16 @@ from draguard.harness.load.engine import (
 from draguard.harness.scenario.model import parse_duration
 from draguard.reports.console import print_load
 
+from . import options
+from .options import KubeTarget
+
 __all__ = ["command"]
-
-
-def _context_of(kubeconfig: Path, context: str | None) -> str:
-    from kubernetes import config as kube_config
-
-    try:
-        contexts, active = kube_config.list_kube_config_contexts(str(kubeconfig))
-    except Exception as exc:  # noqa: BLE001 - the library raises bare exceptions
-        raise UsageError(f"{kubeconfig}: cannot read kubeconfig: {exc}") from exc
-    if context is not None:
-        if context not in {c["name"] for c in contexts}:
-            raise UsageError(f"--context {context!r}: not in {kubeconfig}")
-        return context
-    return str(active["name"])
-
-
-def _is_local(kubeconfig: Path) -> bool:
-    try:
-        return kubeconfig.resolve().is_relative_to(clusters_root().resolve())
-    except OSError:
-        return False
 
 
 @click.command("load")
 @click.option("--cluster", "cluster_name", default=None, help="A local draguard cluster by name [default: 'default'].")
-@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Any cluster's kubeconfig (refused unless --allow-context names its context, or it is local).")
-@click.option("--context", default=None, help="Context in --kubeconfig [default: its current context].")
-@click.option("--allow-context", "allow", default=None, help="Allow load on this (non-local) kubeconfig context.")
+@options.kube_target("Any cluster's kubeconfig (refused unless --allow-context names its context, or it is local).",
+                     allow=True)
 @click.option("--namespace", default=None, help="Namespace for the load [default: a new one, deleted afterwards].")
 @click.option("--device-class", default="gpu.draguard.dev", show_default=True, help="DeviceClass the claims request.")
 @click.option("--devices-per-claim", type=click.IntRange(1, 128), default=1, show_default=True)
@@ -95,13 +75,12 @@ def _is_local(kubeconfig: Path) -> bool:
                    f"[default: {DEFAULT_WORKER_TIMEOUT:g}].")
 @click.option("--op-timeout", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
               help="Seconds an operation may take to run, and again to be released.")
-@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("draguard-load"),
-              show_default=True)
-def command(cluster_name: str | None, kubeconfig: Path | None, context: str | None, allow: str | None,
-            namespace: str | None, device_class: str, devices_per_claim: int, rate: float, duration: str, kinds: str,
+@options.report_dir("draguard-load", help="Where summary.json and the load's reports go.")
+def command(cluster_name: str | None, kube: KubeTarget, namespace: str | None, device_class: str, devices_per_claim: int, rate: float, duration: str, kinds: str,
             gang_size: int, users: int | None, workers: int, expect_workers: int, master_bind: str | None,
             master_port: int | None, worker_timeout: float | None, op_timeout: float, report_dir: Path) -> int:  # fmt: skip
     """Churn DRA claims at a target rate (locust, headless) and judge the invariants during and after."""
+    kubeconfig, context = kube.kubeconfig, kube.context
     if kubeconfig is not None and cluster_name is not None:
         raise UsageError("--cluster and --kubeconfig: give one of them")
     try:
@@ -120,13 +99,13 @@ def command(cluster_name: str | None, kubeconfig: Path | None, context: str | No
         raise UsageError(f"{', '.join(given)}: only with --workers or --expect-workers (locust's distributed mode)")
     if kubeconfig is None:
         kubeconfig = LocalCluster.attach(cluster_name or "default").kubeconfig
-    elif not _is_local(kubeconfig):
-        active = _context_of(kubeconfig, context)
-        if allow != active:
+    elif not kube.is_local():
+        active = kube.active_context()
+        if kube.allow_context != active:
             raise UsageError(f"{kubeconfig} (context {active!r}) is not a local draguard cluster: load is refused "
                              f"unless --allow-context {active} names it")  # fmt: skip
-    kube = Kube.from_kubeconfig(kubeconfig, context)
-    kube.server_version()
+    client = Kube.from_kubeconfig(kubeconfig, context)
+    client.server_version()
     config = LoadConfig(kubeconfig=str(kubeconfig), context=context, namespace=namespace or "", rate=rate,
                         duration=seconds, kinds=chosen, gang_size=gang_size, devices_per_claim=devices_per_claim,
                         users=users, workers=workers, op_timeout=op_timeout, device_class=device_class,
@@ -136,13 +115,13 @@ def command(cluster_name: str | None, kubeconfig: Path | None, context: str | No
     own_namespace = namespace is None
     if own_namespace:
         namespace = f"dg-load-{config.run}"
-        kube.create_namespace(namespace, {RUN_LABEL: config.run})
+        client.create_namespace(namespace, {RUN_LABEL: config.run})
     config = LoadConfig(**{**config.__dict__, "namespace": namespace})
     try:
-        result = run_load(config, kube, progress=lambda m: click.echo(m, err=True))
+        result = run_load(config, client, progress=lambda m: click.echo(m, err=True))
     finally:
         if own_namespace:
-            kube.delete("Namespace", str(namespace))
+            client.delete("Namespace", str(namespace))
     print_load(result.summary)
     click.echo(str(report_dir / "summary.json"))
     return 0 if result.ok and not _failed(result.summary) else 1

@@ -10,13 +10,15 @@ import click
 
 from draguard.harness.nodes.main import serve_nodes
 
+from . import options
 from ._entry import invoke
+from .options import KubeTarget
 
 __all__ = ["command"]
 
 
 @click.command("nodes")
-@click.option("--kubeconfig", required=True, type=click.Path(exists=True, dir_okay=False), help="Cluster to join.")
+@options.kube_target("Kubeconfig of the cluster to join.", required=True, context=False)
 @click.option("--node", "nodes", multiple=True, metavar="NAME", help="A node to run (repeatable).")
 @click.option("--count", type=int, help="Run N nodes named PREFIX-0 .. PREFIX-<N-1>.")
 @click.option("--prefix", help="Name prefix for --count.")
@@ -30,7 +32,7 @@ __all__ = ["command"]
 @click.option("--ready-file", type=click.Path(dir_okay=False), hidden=True)
 @click.option("-v", "--verbose", is_flag=True, help="Log every registration and sync.")
 def command(
-    kubeconfig: str,
+    kube: KubeTarget,
     nodes: tuple[str, ...],
     count: int | None,
     prefix: str | None,
@@ -45,7 +47,8 @@ def command(
     verbose: bool,
 ) -> None:
     """Play the kubelet for nodes without machines: Node objects, leases, DRA prepare/unprepare."""
-    serve_nodes(kubeconfig, nodes, count, prefix, root, run_label, labels, heartbeat_interval, call_timeout,
+    assert kube.kubeconfig is not None  # required
+    serve_nodes(kube.kubeconfig, nodes, count, prefix, root, run_label, labels, heartbeat_interval, call_timeout,
                 backoff_max, workers, ready_file, verbose)
 
 

@@ -18,26 +18,20 @@ from draguard.reports.diff import diff_runs, print_diff
 from draguard.reports.history import write_history
 from draguard.reports.terminal import print_paths
 
-__all__ = ["COMMANDS", "split_formats"]
+from . import options
 
-
-def split_formats(formats: tuple[str, ...]) -> list[str]:
-    """``--report a --report b,c`` → ``[a, b, c]``."""
-    return [f.strip() for item in formats for f in item.split(",") if f.strip()]
+__all__ = ["COMMANDS"]
 
 
 @click.command("report")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--format", "formats", multiple=True, metavar="FORMAT",
-              help=f"Format, repeatable or comma-separated: {', '.join(reports.REPORTS.names())} "
-                   "(default: terminal, html).")
+@options.report_formats("--format", default=("terminal", "html"), help="Formats")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write the files here instead of into DIRECTORY.")
-def report(directory: Path, formats: tuple[str, ...], out: Path | None) -> None:
+def report(directory: Path, formats: list[str], out: Path | None) -> None:
     """Re-render a finished run from its report directory."""
-    chosen = reports.check_formats(split_formats(formats) or ["terminal", "html"])
     result = reports.load_report(directory, timelines=True)
-    written = reports.render(result, out or (directory if directory.is_dir() else directory.parent), chosen)
+    written = reports.render(result, out or (directory if directory.is_dir() else directory.parent), formats)
     print_paths(written)
     click.get_current_context().exit(result.exit_code)
 

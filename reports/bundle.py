@@ -38,6 +38,7 @@ from draguard.harness.result import ResultFormatError, RunResult
 
 from .files import write_atomic
 from .junit import to_xml
+from .verdict import write_verdict
 
 __all__ = ["PRODUCT_FIELDS", "MANIFEST", "load_product", "validate_product", "write_bundle", "verify_bundle",
            "Verification", "e2e_log"]
@@ -156,7 +157,7 @@ def write_bundle(
     write_atomic(out / "PRODUCT.yaml", _yaml(product))
     write_atomic(out / "junit_01.xml", to_xml(result))
     write_atomic(out / "e2e.log", e2e_log(result))
-    write_atomic(out / "verdict.json", json.dumps(result.as_dict(), indent=2) + "\n")
+    write_verdict(result, out)
     write_atomic(out / "environment.json", json.dumps(dict(environment), indent=2, default=str) + "\n")
     write_atomic(out / "README.md", _readme(product, result, reproduce))
     for rel, content in dict(evidence or {}).items():

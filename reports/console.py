@@ -2,7 +2,8 @@
 dry-run plan, the verdict rates of a repeated scenario, a load's latency table and the kill matrix.
 
 The commands in ``cli/`` gather the data and call these; how it looks on a terminal is decided here
-and nowhere else. Tables and plans go to stderr-free ``Console()`` unless one is given.
+and nowhere else. Reads the result model and the campaign models (``draguard.harness.campaign.models``)
+only. Tables and plans go to stderr-free ``Console()`` unless one is given.
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from draguard.harness.campaign.killmatrix import CORRECT, KillMatrix
+from draguard.harness.campaign.models import CORRECT, KillMatrix, Rates, ScenarioPlan
 from draguard.harness.result import CheckResult
-from draguard.harness.campaign.repeat import Rates
-from draguard.harness.runner import deploy
-from draguard.harness.scenario.types import Scenario
 
 from .kill_matrix import cell_mark
 
@@ -44,43 +42,33 @@ def check_summary(suite: str, checks: Iterable[CheckResult]) -> str:
             f"{counts['error']} error(s)")  # fmt: skip
 
 
-def print_plan(sc: Scenario, seed: int | None, console: Console | None = None) -> None:
+def print_plan(plan: ScenarioPlan, console: Console | None = None) -> None:
     """What ``draguard run --dry-run`` shows: what would be created, in which order, and which fault
     hits which target when (with the seed its random choices are drawn from)."""
     console = console or Console()
-    seed = seed if seed is not None else sc.seed
 
     def line(text: str) -> None:
         console.print(escape(text), highlight=False)
 
-    console.print(f"[bold]{escape(sc.name)}[/bold] ({escape(str(sc.source))}) seed={seed}", highlight=False)
-    line(f"  cluster: {sc.cluster.backend} feature gates {dict(sc.cluster.feature_gates) or '{}'}")
-    line(f"  driver: {sc.driver.kind} {sc.driver.name}" + (f" mutant={sc.driver.mutant}" if sc.driver.mutant else ""))
-    for n in sc.nodes:
-        t = n.topology
-        what = (t.preset or f"{t.gpus} GPUs" if t and (t.preset or t.gpus) else f"{len(t.devices)} devices" if t else "-")
-        line(f"  node {n.name}: {what}")
-    for dc in sc.device_classes:
-        line(f"  create DeviceClass {dc.name}")
-    for w in sc.workloads:
-        for obj in deploy.claim_objects(w, "<namespace>", "<run>"):
-            line(f"  create {obj['kind']} {obj['metadata']['name']}")
-        if w.gang == "podgroup":
-            line(f"  create PodGroup {w.name} (minCount {w.min_count})")
-    deferred = deploy.deferred_workloads(sc)
-    order = [f"{w.name}-{i}" for w, i in deploy.creation_order(sc) if w.name not in deferred]
-    line(f"  create pods in order: {', '.join(order)}")
-    for name in sorted(deferred):
-        by = next(s for s in sc.timeline if getattr(s.params, "workload", None) == name)
-        line(f"  hold back workload {name} until step {by.name} ({by.fault})")
-    for step in sc.timeline:
-        when = (f"at {step.at.total_seconds():g}s" if step.at is not None
-                else f"{step.after.delay.total_seconds():g}s after step {step.after.step} started"
-                if step.after is not None else f"when {step.when}")  # fmt: skip
-        target = step.target
-        line(f"  step {step.name}: {step.fault} {when} target={target if target else 'default'} "
-             f"(random choices drawn with seed {seed}:{step.index})")  # fmt: skip
-    line(f"  expect hold={list(sc.expect.hold)} violate={list(sc.expect.violate)}")
+    console.print(f"[bold]{escape(plan.name)}[/bold] ({escape(plan.source)}) seed={plan.seed}", highlight=False)
+    line(f"  cluster: {plan.backend} feature gates {dict(plan.feature_gates) or '{}'}")
+    line(f"  driver: {plan.driver}" + (f" mutant={plan.mutant}" if plan.mutant else ""))
+    for node, what in plan.nodes:
+        line(f"  node {node}: {what}")
+    for dc in plan.device_classes:
+        line(f"  create DeviceClass {dc}")
+    for kind, name, detail in plan.creates:
+        line(f"  create {kind} {name}" + (f" ({detail})" if detail else ""))
+    line(f"  create pods in order: {', '.join(plan.pods)}")
+    for workload, step, fault in plan.held_back:
+        line(f"  hold back workload {workload} until step {step} ({fault})")
+    for st in plan.steps:
+        when = (f"at {st.at:g}s" if st.at is not None
+                else f"{st.after[0]:g}s after step {st.after[1]} started" if st.after is not None
+                else f"when {st.when}")  # fmt: skip
+        line(f"  step {st.name}: {st.fault} {when} target={st.target or 'default'} "
+             f"(random choices drawn with seed {plan.seed}:{st.index})")  # fmt: skip
+    line(f"  expect hold={list(plan.hold)} violate={list(plan.violate)}")
 
 
 def print_rates(r: Rates, console: Console | None = None) -> None:

@@ -1,7 +1,9 @@
 """Writing report files whole or not at all, and reading a finished run's report directory back.
 
-Every renderer writes through :func:`write_atomic` (a temporary file in the same folder, then a
-rename), so an interrupted or failed render never leaves half a file. :func:`load_report` reads
+Every file ``draguard.reports`` writes into a report directory (the renderers, ``repeat.json``,
+``selfcheck.json``, the kill matrix, a certification bundle) goes through :func:`write_atomic` (a
+temporary file in the same folder, then a rename), so an interrupted or failed render never leaves
+half a file; nothing outside ``reports/`` writes there. :func:`load_report` reads
 ``verdict.json`` and the timelines it names, and refuses (``ResultFormatError``, exit 2) a missing,
 partial or other-version report, naming the file and what is missing.
 """
@@ -13,10 +15,11 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from draguard.harness.result import ResultFormatError, RunResult, TimelineEvents, TimelineFile
 
-__all__ = ["VERDICT", "write_atomic", "replace_dir", "load_report", "timeline_path"]
+__all__ = ["VERDICT", "write_atomic", "write_json", "replace_dir", "load_report", "timeline_path"]
 
 VERDICT = "verdict.json"
 
@@ -36,6 +39,11 @@ def write_atomic(path: Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_json(path: Path, data: Any, indent: int = 2) -> Path:
+    """Write ``data`` as a JSON document (a final newline) through :func:`write_atomic`."""
+    return write_atomic(path, json.dumps(data, indent=indent) + "\n")
 
 
 def replace_dir(staging: Path, final: Path) -> None:

@@ -1,6 +1,7 @@
-"""The kill matrix as Markdown (``docs/kill-matrix.md``), rendered from :class:`~draguard.harness.campaign.killmatrix.KillMatrix`.
+"""The kill matrix's files: ``kill-matrix.json`` and ``kill-matrix.md`` in a report directory, the doc
+(``docs/kill-matrix.md`` with ``docs/kill-matrix.json`` beside it), and measured matrices read back.
 
-The document says when, where and how it was measured, lists each mutant with the bug it models,
+All come from :class:`~draguard.harness.campaign.models.KillMatrix`. The Markdown says when, where and how it was measured, lists each mutant with the bug it models,
 its upstream citation and the scenarios that catch it (with the detector), names the survivors,
 and shows the whole matrix. It is a pure function of the matrix, so a test can regenerate it from
 ``kill-matrix.json`` and compare.
@@ -8,9 +9,18 @@ and shows the whole matrix. It is a pure function of the matrix, so a test can r
 
 from __future__ import annotations
 
-from draguard.harness.campaign.killmatrix import CORRECT, Cell, KillMatrix
+import json
+from pathlib import Path
 
-__all__ = ["render_markdown", "cell_mark"]
+from draguard.harness.campaign.models import CORRECT, Cell, KillMatrix
+from draguard.harness.core.errors import UsageError
+
+from .files import write_atomic, write_json
+
+__all__ = ["render_markdown", "cell_mark", "JSON", "MARKDOWN", "write_kill_matrix", "write_doc", "read_kill_matrices"]
+
+JSON = "kill-matrix.json"
+MARKDOWN = "kill-matrix.md"
 
 _MARK = {"passed": "pass", "false-positive": "**FALSE POSITIVE**", "survived": "survived", "error": "error"}
 
@@ -24,7 +34,7 @@ def cell_mark(cell: Cell | None) -> str:
     return _MARK[cell.verdict]
 
 
-def render_markdown(matrix: KillMatrix, json_name: str = "kill-matrix.json") -> str:
+def render_markdown(matrix: KillMatrix, json_name: str = JSON) -> str:
     mutants = [m for m in matrix.mutants if m != CORRECT]
     lines = [
         "# Kill matrix",
@@ -77,3 +87,26 @@ def render_markdown(matrix: KillMatrix, json_name: str = "kill-matrix.json") -> 
         lines.append(f"| {sc} | " + " | ".join(row) + " |")
     lines.append("")
     return "\n".join(lines)
+
+
+def write_kill_matrix(matrix: KillMatrix, out: Path) -> list[Path]:
+    """``out/kill-matrix.json`` and ``out/kill-matrix.md``."""
+    return [write_json(out / JSON, matrix.as_dict(), indent=1), write_atomic(out / MARKDOWN, render_markdown(matrix))]
+
+
+def write_doc(matrix: KillMatrix, doc: Path) -> list[Path]:
+    """The Markdown at ``doc`` (``docs/kill-matrix.md``) and its data beside it (``docs/kill-matrix.json``,
+    which the Markdown names)."""
+    return [write_atomic(doc, render_markdown(matrix, JSON)), write_json(doc.with_suffix(".json"), matrix.as_dict(), indent=1)]
+
+
+def read_kill_matrices(paths: list[Path]) -> KillMatrix:
+    """Measured ``kill-matrix.json`` files, merged in order (:meth:`KillMatrix.combined`); UsageError (exit 2)
+    naming a file that is not a kill matrix."""
+    parts = []
+    for path in paths:
+        try:
+            parts.append(KillMatrix.from_dict(json.loads(path.read_text())))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{path}: not a kill matrix: {exc}") from exc
+    return KillMatrix.combined(parts)

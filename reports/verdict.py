@@ -12,10 +12,10 @@ from pathlib import Path
 
 from draguard.harness.result import RunResult
 
-from .files import VERDICT, timeline_path, write_atomic
+from .files import VERDICT, timeline_path, write_atomic, write_json
 from .registry import REPORTS
 
-__all__ = ["render"]
+__all__ = ["render", "write_verdict"]
 
 
 @REPORTS.register("json", summary="verdict.json with every case and its evidence, and each scenario's timeline.json")
@@ -29,5 +29,11 @@ def render(result: RunResult, out: Path) -> list[Path]:
         written.append(write_atomic(out / rel, "[\n" + ",\n".join(json.dumps(e) for e in events) + "\n]\n"
                                     if events else "[]\n"))
         s.timeline_file = rel
-    written.append(write_atomic(out / VERDICT, json.dumps(result.as_dict(), indent=2) + "\n"))
+    written.append(write_verdict(result, out))
     return written
+
+
+def write_verdict(result: RunResult, out: Path) -> Path:
+    """``out/verdict.json``: the one place that writes it (the json format, ``draguard conformance --out``
+    and the certification bundle come here)."""
+    return write_json(out / VERDICT, result.as_dict())

@@ -20,19 +20,32 @@ the cell is a **false positive**); a mutant with at least one is **caught**, wit
 checked) is an **error**, never a pass.
 
 :func:`judge` turns a :class:`~draguard.harness.result.ScenarioResult` into a :class:`Cell`;
-:class:`KillMatrix` holds the cells with where and when they were measured and round-trips through
-JSON (``kill-matrix.json``). Renderers (``reports.kill_matrix``) read only this module.
+:func:`measure` runs every cell of scenarios x mutants, each on its own local control plane in its
+own process, into a :class:`KillMatrix` (both in :mod:`.models`, which the reports read:
+``draguard.reports.kill_matrix`` writes ``kill-matrix.json`` and ``kill-matrix.md``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
 
+from draguard.harness.cluster.binaries import K8S_VERSION
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.process import in_processes
+from draguard.harness.driver.mutants import MUTANTS
 from draguard.harness.result import ScenarioResult
+from draguard.harness.runner.runner import Runner, RunOptions
+from draguard.harness.scenario.loader import load_scenario, load_scenarios
 from draguard.harness.scenario.types import Scenario
+
+from .models import CORRECT, KILL_MATRIX_VERSION, Cell, KillMatrix, Verdict
 
 __all__ = [
     "CORRECT",
@@ -44,14 +57,13 @@ __all__ = [
     "with_mutant",
     "run_cell",
     "plan",
+    "measure",
+    "measure_cells",
+    "library_dir",
+    "resolve_scenarios",
+    "resolve_mutants",
     "KILL_MATRIX_VERSION",
 ]
-
-CORRECT = "none"
-"""The name the matrix gives the correct driver (as ``--mutant none`` does)."""
-KILL_MATRIX_VERSION = 1
-
-Verdict = Literal["passed", "false-positive", "caught", "survived", "error"]
 
 
 def cell_expectations(scenario: Scenario) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -60,39 +72,6 @@ def cell_expectations(scenario: Scenario) -> tuple[tuple[str, ...], tuple[str, .
     if scenario.driver.mutant:
         return tuple(dict.fromkeys(hold + violate)), ()
     return hold, violate
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One scenario run with one driver, judged."""
-
-    mutant: str
-    """The mutant's name, or ``none`` for the correct driver."""
-    scenario: str
-    verdict: Verdict
-    detectors: tuple[str, ...] = ()
-    """``invariant:<name>``, ``step:<name>`` or ``expected:<name>``, in that order."""
-    evidence: tuple[str, ...] = ()
-    """The first violation messages and step errors behind the detectors."""
-    error: str | None = None
-    duration: float = 0.0
-    source: str | None = None
-
-    @property
-    def invariants(self) -> tuple[str, ...]:
-        """The invariants among the detectors."""
-        return tuple(d.split(":", 1)[1] for d in self.detectors if d.startswith("invariant:"))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"mutant": self.mutant, "scenario": self.scenario, "verdict": self.verdict,
-                "detectors": list(self.detectors), "evidence": list(self.evidence), "error": self.error,
-                "durationSeconds": round(self.duration, 1), "source": self.source}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Cell:
-        return cls(mutant=d["mutant"], scenario=d["scenario"], verdict=d["verdict"], detectors=tuple(d["detectors"]),
-                   evidence=tuple(d.get("evidence", ())), error=d.get("error"),
-                   duration=float(d.get("durationSeconds", 0.0)), source=d.get("source"))
 
 
 def judge(scenario: Scenario, mutant: str | None, result: ScenarioResult) -> Cell:
@@ -134,81 +113,6 @@ def judge(scenario: Scenario, mutant: str | None, result: ScenarioResult) -> Cel
     return Cell(name, scenario.name, verdict, tuple(detectors), tuple(evidence[:6]), None, result.duration, source)
 
 
-@dataclass
-class KillMatrix:
-    """Cells of mutants x scenarios, and where and when they were measured."""
-
-    cells: list[Cell] = field(default_factory=list)
-    measured_at: str = ""
-    """UTC time the measurement started (ISO 8601)."""
-    machine: str = ""
-    """Where: host, cores, Kubernetes version."""
-    command: str = ""
-    """The command line that measured it."""
-    parallel: int = 1
-    wall_seconds: float = 0.0
-    about: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Mutant name -> ``{"bug": first docstring line, "upstream": citation}``."""
-
-    # -- queries ---------------------------------------------------------------------------------
-    @property
-    def mutants(self) -> list[str]:
-        """Mutants in the matrix, the correct driver first."""
-        names = sorted({c.mutant for c in self.cells} - {CORRECT})
-        return ([CORRECT] if any(c.mutant == CORRECT for c in self.cells) else []) + names
-
-    @property
-    def scenarios(self) -> list[str]:
-        return sorted({c.scenario for c in self.cells})
-
-    def cell(self, mutant: str, scenario: str) -> Cell | None:
-        for c in self.cells:
-            if c.mutant == mutant and c.scenario == scenario:
-                return c
-        return None
-
-    def caught_by(self, mutant: str) -> list[Cell]:
-        """The cells in which ``mutant`` was caught."""
-        return [c for c in self.cells if c.mutant == mutant and c.verdict == "caught"]
-
-    def survivors(self) -> list[str]:
-        """Mutants no scenario of the matrix caught."""
-        return [m for m in self.mutants if m != CORRECT and not self.caught_by(m)]
-
-    def false_positives(self) -> list[Cell]:
-        return [c for c in self.cells if c.verdict == "false-positive"]
-
-    def errors(self) -> list[Cell]:
-        return [c for c in self.cells if c.verdict == "error"]
-
-    @property
-    def ok(self) -> bool:
-        """Every mutant caught, the correct driver passing everything, no run in error."""
-        return not self.survivors() and not self.false_positives() and not self.errors()
-
-    # -- JSON ------------------------------------------------------------------------------------
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "version": KILL_MATRIX_VERSION, "measuredAt": self.measured_at, "machine": self.machine,
-            "command": self.command, "parallel": self.parallel, "wallSeconds": round(self.wall_seconds, 1),
-            "ok": self.ok, "survivors": self.survivors(), "about": self.about,
-            "cells": [c.as_dict() for c in sorted(self.cells, key=lambda c: (c.mutant != CORRECT, c.mutant, c.scenario))],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> KillMatrix:
-        if d.get("version") != KILL_MATRIX_VERSION:
-            raise ValueError(f"unsupported kill matrix version {d.get('version')!r}")
-        return cls(cells=[Cell.from_dict(c) for c in d.get("cells", [])], measured_at=d.get("measuredAt", ""),
-                   machine=d.get("machine", ""), command=d.get("command", ""), parallel=int(d.get("parallel", 1)),
-                   wall_seconds=float(d.get("wallSeconds", 0.0)), about=dict(d.get("about", {})))
-
-    def merge(self, cells: Iterable[Cell]) -> None:
-        """Add cells, replacing any earlier cell of the same mutant and scenario."""
-        new = {(c.mutant, c.scenario): c for c in cells}
-        self.cells = [c for c in self.cells if (c.mutant, c.scenario) not in new] + list(new.values())
-
-
 def with_mutant(scenario: Scenario, mutant: str | None) -> Scenario:
     """``scenario`` with its fake driver switched to ``mutant`` (None: the correct driver).
 
@@ -232,8 +136,6 @@ def run_cell(scenario: Scenario, mutant: str | None, report_dir: Path, bin_dir: 
 
     The fault kinds of the scenario's steps must be registered (the caller imports ``draguard.chaos``).
     """
-    from draguard.harness.runner.runner import Runner, RunOptions
-
     name = mutant or CORRECT
     if scenario.driver.kind != "fake":
         return Cell(name, scenario.name, "error", error=f"driver kind {scenario.driver.kind}: mutants need the fake driver",
@@ -245,3 +147,77 @@ def run_cell(scenario: Scenario, mutant: str | None, report_dir: Path, bin_dir: 
 def plan(scenarios: Sequence[Scenario], mutants: Sequence[str]) -> list[tuple[Scenario, str | None]]:
     """Every (scenario, driver) cell to run: the correct driver first, then each mutant."""
     return [(sc, None) for sc in scenarios] + [(sc, m) for m in mutants for sc in scenarios]
+
+
+def library_dir() -> Path:
+    """The scenario library shipped with draguard (``scenarios/``)."""
+    return Path(str(files("draguard.scenarios")))
+
+
+def resolve_scenarios(names: Sequence[str]) -> list[Scenario]:
+    """Scenario files or folders, or names of library scenarios; all of the library when empty
+    (UsageError naming the library's scenarios for an unknown one)."""
+    library = {p.stem: p for p in sorted(library_dir().glob("*.yaml"))}
+    if not names:
+        return load_scenarios([library_dir()])
+    paths: list[str | Path] = []
+    unknown = []
+    for n in names:
+        if Path(n).exists():
+            paths.append(n)
+        elif n in library:
+            paths.append(library[n])
+        else:
+            unknown.append(n)
+    if unknown:
+        raise UsageError(f"unknown scenario(s) {', '.join(unknown)}: give a scenario file or folder, or one of the "
+                         f"library's: {', '.join(library)}")
+    return load_scenarios(paths)
+
+
+def resolve_mutants(names: Sequence[str]) -> list[str]:
+    """Mutant names (all registered ones when empty); the correct driver is always run besides."""
+    unknown = [n for n in names if n not in MUTANTS and n != CORRECT]
+    if unknown:
+        raise UsageError(f"--mutant {', '.join(unknown)}: no such mutant; known: {', '.join(sorted(MUTANTS))}")
+    return [n for n in dict.fromkeys(names) if n != CORRECT] if names else sorted(MUTANTS)
+
+
+def _about() -> dict[str, dict[str, str]]:
+    return {name: {"bug": cls.describe(), "upstream": cls.upstream} for name, cls in sorted(MUTANTS.items())}
+
+
+def _machine() -> str:
+    return f"{platform.node() or 'unknown host'} ({os.cpu_count()} cores, {platform.machine()}), Kubernetes {K8S_VERSION}"
+
+
+def _cell_worker(source: str, mutant: str | None, report_dir: str, bin_dir: str | None) -> Cell:
+    """One cell in a child process (its own runner, control plane and fleet)."""
+    return run_cell(load_scenario(Path(source)), mutant, Path(report_dir), bin_dir)
+
+
+def measure(scenarios: list[Scenario], mutants: list[str], out: Path, parallel: int = 1,
+            bin_dir: str | None = None, progress: Callable[[Cell], None] | None = None) -> KillMatrix:
+    """Run the correct driver and every mutant on every scenario and return the matrix."""
+    return measure_cells(plan(scenarios, mutants), out, parallel, bin_dir, progress)
+
+
+def measure_cells(cells: Sequence[tuple[Scenario, str | None]], out: Path, parallel: int = 1,
+                  bin_dir: str | None = None, progress: Callable[[Cell], None] | None = None) -> KillMatrix:
+    """Run the given (scenario, mutant) cells, ``parallel`` at a time, each in its own process (each
+    run's reports under ``out/<mutant>``); ``progress`` is called with each cell as it is judged."""
+    for sc, _ in cells:
+        if sc.source is None:
+            raise UsageError(f"scenario {sc.name}: the kill matrix runs scenario files, not text")
+    matrix = KillMatrix(measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), machine=_machine(),
+                        parallel=parallel, about=_about())
+    started = time.monotonic()
+
+    def failed(i: int, exc: Exception) -> Cell:  # a worker that died: an error cell, never a pass
+        sc, m = cells[i]
+        return Cell(m or CORRECT, sc.name, "error", error=f"worker failed: {exc}", source=str(sc.source))
+
+    jobs = [(str(sc.source), m, str(out / (m or CORRECT)), bin_dir) for sc, m in cells]
+    matrix.cells += in_processes(_cell_worker, jobs, parallel, failed, progress)
+    matrix.wall_seconds = time.monotonic() - started
+    return matrix

@@ -1,46 +1,27 @@
 """Verdict rates over repeated runs of one scenario: how often each invariant held or was violated.
 
-``draguard run --repeat N`` runs a scenario N times; a reproduction that shows its violation in 7 of
-10 runs is flaky, and :func:`rates` says so per invariant (and per step status), from the
-:class:`~draguard.harness.result.ScenarioResult` of each run.
+``draguard run --repeat N`` runs a scenario N times (:func:`repeat_scenarios`); a reproduction that shows
+its violation in 7 of 10 runs is flaky, and :func:`rates` says so per invariant (and per step status),
+from the :class:`~draguard.harness.result.ScenarioResult` of each run, as a
+:class:`~draguard.harness.campaign.models.Rates` (which ``draguard.reports`` prints and writes).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-from draguard.harness.result import ScenarioResult
+from draguard.harness.core.errors import UsageError
+from draguard.harness.result import RunResult, ScenarioResult
+from draguard.harness.scenario.types import Scenario
 
-__all__ = ["Rates", "rates"]
+from .models import Rates
+from .retarget import Retargeting
+from .scenarios import run_scenarios
 
-
-@dataclass
-class Rates:
-    scenario: str
-    runs: int
-    met: int
-    """Runs that met every expectation."""
-    invariants: dict[str, Counter[str]] = field(default_factory=dict)
-    """Invariant -> verdict (held, violated, not-checked) -> runs."""
-    expected: dict[str, str | None] = field(default_factory=dict)
-    steps: dict[str, Counter[str]] = field(default_factory=dict)
-    """Step -> status -> runs."""
-    errors: Counter[str] = field(default_factory=Counter)
-
-    def flaky(self, invariant: str) -> bool:
-        """More than one verdict came out over the runs."""
-        return len(+self.invariants[invariant]) > 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario, "runs": self.runs, "met": self.met,
-            "invariants": {n: {"expected": self.expected.get(n), "verdicts": dict(c), "flaky": self.flaky(n)}
-                           for n, c in self.invariants.items()},
-            "steps": {n: dict(c) for n, c in self.steps.items()},
-            "errors": dict(self.errors),
-        }
+__all__ = ["Rates", "rates", "repeat_scenarios"]
 
 
 def rates(results: list[ScenarioResult]) -> Rates:
@@ -57,3 +38,37 @@ def rates(results: list[ScenarioResult]) -> Rates:
         if r.error:
             out.errors[r.error] += 1
     return out
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+def repeat_scenarios(scenarios: Sequence[Scenario], times: int, out: Path, *,
+                     done: Callable[[Path, RunResult], None], retargeting: Retargeting | None = None,
+                     note: Callable[[str], None] = _quiet, **options: Any) -> Iterator[Rates]:
+    """Run each scenario ``times`` times (the runs of ``<name>`` under ``out/<name>/run-<i>``, each handed to
+    ``done`` with its folder as it ends) and yield its :class:`Rates` once its runs are over.
+
+    With ``retargeting``, what is not applicable is said once (``note``), not repeated; UsageError (exit 2)
+    when nothing is. ``options`` are :func:`~draguard.harness.campaign.scenarios.run_scenarios`'s."""
+    chosen = list(scenarios)
+    if retargeting is not None:
+        chosen = []
+        for sc in scenarios:
+            reasons, plan = retargeting.decide(sc)
+            if plan is None:
+                note(f"{sc.name}: not applicable on driver {retargeting.target.driver}: " + "; ".join(reasons))
+            else:
+                chosen.append(sc)
+        if not chosen:
+            raise UsageError(f"no scenario is applicable on driver {retargeting.target.driver}: nothing to repeat")
+    for sc in chosen:
+        results: list[ScenarioResult] = []
+        for i in range(1, times + 1):
+            note(f"{sc.name}: run {i} of {times}")
+            folder = out / sc.name / f"run-{i}"
+            run = run_scenarios([sc], folder, retargeting=retargeting, note=note, **options)
+            done(folder, run)
+            results.extend(run.scenarios)
+        yield rates(results)

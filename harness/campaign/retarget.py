@@ -30,14 +30,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from draguard.harness.cluster.target import KubeTarget
 from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.driver.external import TEST_DRIVER_NAME
 from draguard.harness.kube import ApiError, Kube, Obj
 from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
 
-__all__ = ["RunTarget", "ClusterFacts", "Plan", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
+__all__ = ["RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
            "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
 
 PARTIAL: Mapping[str, str] = {
@@ -383,3 +385,46 @@ def free_devices(kube: Kube, driver: str, nodes: list[str]) -> frozenset[tuple[s
         results: list[Obj] = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
         taken.update((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results)
     return frozenset(published - taken)
+
+
+@dataclass(frozen=True)
+class Retargeting:
+    """``--driver``/``--device-class``: the installed driver, the cluster's kubeconfig and what it offers."""
+
+    target: RunTarget
+    facts: ClusterFacts | None
+    """What the cluster offers; None with ``--cluster local`` (each scenario gets its own, see local_facts)."""
+    kubeconfig: str | None
+
+    def decide(self, sc: Scenario) -> tuple[list[str], Plan | None]:
+        """Why ``sc`` is not applicable on this driver (empty: it is), and how its nodes map."""
+        return decide(sc, self.target, self.facts or local_facts(sc))
+
+
+def retargeting(driver: str | None, device_class: str | None, backend: str | None, kube: KubeTarget) -> Retargeting:
+    """Check ``--driver``, ``--device-class`` and the cluster options together, and detect what the cluster
+    and the driver offer (UsageError: exit 2)."""
+    if not driver or not device_class:
+        raise UsageError("--driver and --device-class go together: the installed driver's name and the "
+                         "DeviceClass its devices are asked for by")
+    if backend == "local":
+        # A control plane of its own per scenario: draguard runs the driver itself, which it can only do
+        # for the upstream DRA test driver (harness/driver/external.py).
+        if driver != TEST_DRIVER_NAME:
+            raise UsageError(f"--cluster local --driver {driver}: on a control plane of its own draguard runs only "
+                             f"the upstream DRA test driver ({TEST_DRIVER_NAME}); for a driver installed in a "
+                             "cluster give --kubeconfig")
+        if kube.kubeconfig is not None or kube.allow_context is not None:
+            raise UsageError("--cluster local starts its own control plane: --kubeconfig and --allow-context are "
+                             "for an existing cluster")
+        return Retargeting(RunTarget(driver, device_class, allow_destructive=True, local=True), None, None)
+    path = kube.path()
+    if not path.is_file():
+        raise UsageError(f"--driver needs a cluster: kubeconfig {path} is not a file (give --kubeconfig)")
+    active = kube.active_context()
+    allow = kube.allow_context
+    target = RunTarget(driver, device_class, allow_destructive=kube.is_local() or allow == active, context=active)
+    if allow is not None and allow != active:
+        raise UsageError(f"--allow-context {allow}: the kubeconfig's context is {active!r}")
+    facts = detect(Kube.from_kubeconfig(str(path), kube.context), target)
+    return Retargeting(target, facts, str(path))

@@ -12,7 +12,7 @@ import pytest
 from differential import on_agent
 
 import draguard.chaos  # noqa: F401  (registers fault kinds)
-from draguard.harness.campaign.killmatrix import run_cell
+from draguard.harness.campaign.kill_matrix import run_cell
 from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 import draguard.chaos  # noqa: F401  (fault kinds for loading the library)
-from draguard.cli.mutants import measure_cells
 from draguard.harness.driver.mutants import MUTANTS
-from draguard.harness.campaign.killmatrix import CORRECT, Cell, KillMatrix
+from draguard.harness.campaign.kill_matrix import CORRECT, Cell, KillMatrix, measure_cells
 from draguard.harness.scenario.loader import load_scenario
 from draguard.reports.kill_matrix import render_markdown
 

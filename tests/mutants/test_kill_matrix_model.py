@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 import draguard.chaos  # noqa: F401  (fault kinds for loading the library)
 from draguard.cli.main import cli, main
-from draguard.harness.campaign.killmatrix import Cell, KillMatrix, cell_expectations, judge, with_mutant
+from draguard.harness.campaign.kill_matrix import Cell, KillMatrix, cell_expectations, judge, with_mutant
 from draguard.harness.core.registry import INVARIANTS
 from draguard.harness.result import Evidence, InvariantResult, ScenarioResult, StepResult
 from draguard.harness.scenario.loader import load_scenario

@@ -12,8 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 import draguard.chaos  # noqa: F401  (fault kinds, for loading library scenarios)
-from draguard.harness.campaign.killmatrix import Cell, KillMatrix
-from draguard.harness.campaign.repeat import Rates
+from draguard.harness.campaign.dry_run import plan_of
+from draguard.harness.campaign.models import Cell, KillMatrix, Rates
 from draguard.harness.scenario.loader import load_scenario
 from draguard.harness.result import CheckResult
 from draguard.reports.console import (
@@ -42,7 +42,7 @@ def test_no_module_outside_reports_builds_a_table() -> None:
 def test_the_dry_run_plan_names_what_is_created_held_back_and_each_step_with_its_seed() -> None:
     sc = load_scenario(ROOT / "scenarios" / "double-allocation-handoff.yaml")
     console, out = _console()
-    print_plan(sc, 7, console)
+    print_plan(plan_of(sc, 7), console)
     text = out.getvalue()
     assert "double-allocation-handoff" in text and "seed=7" in text and "mutant=double-allocation" in text
     assert "create pods in order: first-0" in text and "second-0" not in text.split("create pods in order:")[1].splitlines()[0]
