@@ -63,7 +63,7 @@ def command(
             client.apply(external_device_class(device_class, driver))
         click.echo(f"{driver} serving node {node}: {plugin.registration_socket} (log {plugin.log})")
         while not done.wait(0.5):
-            if not plugin.alive():
+            if not plugin.alive:
                 raise HarnessError(f"the DRA test driver for node {node} exited; last lines of {plugin.log}:\n"
                                    + plugin.log_tail(8))
     finally:

@@ -30,7 +30,7 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
-from draguard.harness.core.process import Supervised, child_main, socket_accepts, stop_on_signals
+from draguard.harness.core.process import NodeProcess, Supervised, child_main, socket_accepts, stop_on_signals
 
 __all__ = ["FloorServer", "serve", "main"]
 
@@ -85,31 +85,18 @@ def serve(kubeconfig: Path, socket: Path, driver: str) -> None:
     server.stop(1.0).wait()
 
 
-class FloorServer:
+class FloorServer(NodeProcess):
     """The floor server as a supervised child process (``with FloorServer(...) as floor: floor.socket``)."""
 
     def __init__(self, kubeconfig: Path, root: Path, driver: str) -> None:
-        self.socket = root / "floor.sock"
+        self._socket = root / "floor.sock"
         argv = [sys.executable, "-m", "draguard.harness.bench.floor", "--kubeconfig", str(kubeconfig),
-                "--socket", str(self.socket), "--driver", driver]  # fmt: skip
-        self._proc = Supervised("Python floor server", argv, root / "floor.log", lambda: socket_accepts(self.socket))
+                "--socket", str(self._socket), "--driver", driver]  # fmt: skip
+        self._proc = Supervised("Python floor server", argv, root / "floor.log", lambda: socket_accepts(self._socket))
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid
-
-    def start(self, timeout: float = 60.0) -> FloorServer:
-        self._proc.start(timeout)
-        return self
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        return self._proc.stop(timeout)
-
-    def __enter__(self) -> FloorServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def socket(self) -> Path:
+        return self._socket
 
 
 def main(argv: list[str]) -> int:

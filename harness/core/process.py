@@ -45,12 +45,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from draguard.harness.core.errors import EXIT_USAGE, DraguardError, HarnessError, UsageError
 
 __all__ = [
     "Supervised",
+    "NodeProcess",
     "tune_gc",
     "GC_THRESHOLD",
     "spawn",
@@ -288,6 +289,78 @@ class Supervised:
         self.stop()
         self.restarts += 1
         self.start(timeout)
+
+
+class NodeProcess:
+    """One child process a fleet runs for its nodes or drivers: a fake driver (per node, or one node's
+    share of the driver host), the driver host, the fake node agents, a hollow kubelet, the upstream test
+    driver, the benchmarks' floor server. Every wrapper reports and controls its child through this one
+    interface; by default it delegates to the :class:`Supervised` ``_proc`` it builds, and a wrapper whose
+    child is not its own (a node served by the driver host) overrides what differs.
+    """
+
+    _proc: Supervised
+
+    @property
+    def title(self) -> str:
+        """What the journal and error messages call it (``fake driver on n0``)."""
+        return self._proc.name
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.alive()
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status; None while it runs or before it started."""
+        return self._proc.returncode
+
+    @property
+    def log_path(self) -> Path:
+        return self._proc.log
+
+    @property
+    def socket(self) -> Path | None:
+        """The unix socket it serves (its readiness), or None when it serves none of its own."""
+        return None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start the child and wait until it is ready."""
+        self._proc.start(timeout)
+        return self
+
+    def wait_exit(self, timeout: float = 10.0) -> int | None:
+        """Wait for the child to end by itself (an injected crash); its exit status, None if still alive."""
+        return self._proc.wait_exit(timeout)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after ``timeout``; the exit status (None if never started)."""
+        return self._proc.stop(timeout)
+
+    def kill(self) -> int | None:
+        """SIGKILL now, as a crash; what it leaves on disk stays."""
+        return self._proc.kill()
+
+    def restart(self, kill: bool = False, timeout: float = 60.0) -> Self:
+        """Stop (or kill) and start again."""
+        self.kill() if kill else self.stop()
+        return self.start(timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 # -- unix sockets ---------------------------------------------------------------------------------

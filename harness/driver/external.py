@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 
 from ..cluster import binaries
-from draguard.harness.core.process import Supervised, socket_accepts
+from draguard.harness.core.process import NodeProcess, Supervised, socket_accepts
 from draguard.harness.core.errors import HarnessError
 from ..kube import Kube, Obj
 from draguard.harness.core.paths import NodeDirs, state_dir
@@ -73,7 +73,7 @@ def find_test_driver(bin_dir: str | Path | None = None) -> Path:
     return path
 
 
-class ExternalPluginProcess:
+class ExternalPluginProcess(NodeProcess):
     """The upstream DRA test driver's kubelet plugin as a plain child process for one node.
 
     ``root`` is the node root shared with the fake nodes (``<root>/<node>/plugins_registry`` etc.).
@@ -133,11 +133,16 @@ class ExternalPluginProcess:
         return list(self._proc.argv)
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid
+    def title(self) -> str:
+        return f"DRA test driver on {self.node}"
 
-    def alive(self) -> bool:
-        return self._proc.alive()
+    @property
+    def log_path(self) -> Path:
+        return self.log
+
+    @property
+    def socket(self) -> Path:
+        return self.dra_socket
 
     def _sockets_accept(self) -> bool:
         return socket_accepts(self.registration_socket) and socket_accepts(self.dra_socket)
@@ -145,7 +150,7 @@ class ExternalPluginProcess:
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> ExternalPluginProcess:
         """Start the driver and wait until its registration and DRA sockets accept connections."""
-        if self.alive():
+        if self.alive:
             raise HarnessError(f"the DRA test driver for node {self.node} is already running (pid {self.pid})")
         self.dirs.create()
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
@@ -156,19 +161,9 @@ class ExternalPluginProcess:
             raise
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM: the driver stops its servers and removes its sockets; SIGKILL after ``timeout``."""
-        self._proc.stop(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash: sockets stay behind."""
-        self._proc.kill()
-
-    def __enter__(self) -> ExternalPluginProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self._proc.stop(timeout)
 
     # -- what it holds ----------------------------------------------------------------------------
     def cdi_specs(self) -> list[Path]:
@@ -179,12 +174,6 @@ class ExternalPluginProcess:
         """UIDs of the claims the driver holds prepared, read from its CDI spec file names."""
         prefix = f"{self.driver}-"
         return {p.name[len(prefix):len(prefix) + 36] for p in self.cdi_specs()}
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
 
 
 def external_device_class(name: str, driver: str = TEST_DRIVER_NAME) -> Obj:

@@ -49,7 +49,7 @@ from draguard.harness.core.errors import HarnessError, UsageError
 from ..grpcapi import pluginregistration_pb2_grpc
 from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-from draguard.harness.core.process import Supervised, claim_socket_path, release_socket_paths, socket_accepts
+from draguard.harness.core.process import NodeProcess, Supervised, claim_socket_path, release_socket_paths, socket_accepts
 from .inflight import CallsInFlight
 from .faults import FaultControl
 from .mutants import get_mutant
@@ -485,7 +485,7 @@ def read_nodes_file(path: Path) -> list[HostedNode]:
 # -- the host as a child process, and per-node handles ---------------------------------------------
 
 
-class DriverHostProcess:
+class DriverHostProcess(NodeProcess):
     """The host as a child process (``python -m draguard.harness.driver.main host ...``), supervised."""
 
     def __init__(self, kubeconfig: str | Path, root: str | Path, nodes: Sequence[HostedNode],
@@ -509,18 +509,12 @@ class DriverHostProcess:
         return self.root / "driver-host.log"
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid
+    def title(self) -> str:
+        return f"fake driver host for {len(self.nodes)} nodes"
 
     @property
-    def alive(self) -> bool:
-        return self._proc.alive()
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+    def socket(self) -> Path:
+        return control_socket(self.root)
 
     def start(self, timeout: float = 120.0) -> DriverHostProcess:
         self.root.mkdir(parents=True, exist_ok=True)

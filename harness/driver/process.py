@@ -15,14 +15,14 @@ from typing import Any
 
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs, state_dir
-from draguard.harness.core.process import Supervised, socket_accepts
+from draguard.harness.core.process import NodeProcess, Supervised, socket_accepts
 from .faults import set_faults
 from .state import Checkpoint, read_checkpoint
 
 __all__ = ["FakeDriverProcess"]
 
 
-class FakeDriverProcess:
+class FakeDriverProcess(NodeProcess):
     """One fake driver child process for one node."""
 
     def __init__(
@@ -88,22 +88,12 @@ class FakeDriverProcess:
         return self.plugin_dir / "driver.log"
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid
+    def title(self) -> str:
+        return f"fake driver on {self.node}"
 
     @property
-    def alive(self) -> bool:
-        return self._proc.alive()
-
-    @property
-    def returncode(self) -> int | None:
-        return self._proc.returncode
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+    def socket(self) -> Path:
+        return self.dra_socket
 
     def _sockets_accept(self) -> bool:
         return socket_accepts(self.dra_socket) and socket_accepts(self.registration_socket)
@@ -120,14 +110,6 @@ class FakeDriverProcess:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         self._proc.wait_ready(timeout)
-
-    def wait_exit(self, timeout: float = 10.0) -> int | None:
-        """Wait for the child to end by itself (an injected crash); its exit status, None if still alive."""
-        return self._proc.wait_exit(timeout)
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout``; the exit status (None if never started)."""
-        return self._proc.stop(timeout)
 
     def kill(self) -> int | None:
         """SIGKILL now, as a node crash or ``kill -9`` would; sockets stay behind as on a real node."""
@@ -146,6 +128,3 @@ class FakeDriverProcess:
 
     def __enter__(self) -> FakeDriverProcess:
         return self.start() if not self.alive else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

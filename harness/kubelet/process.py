@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..cluster import binaries
 from ..cluster.pki import Pki, node_kubeconfig
-from draguard.harness.core.process import Supervised, free_port, last_lines
+from draguard.harness.core.process import NodeProcess, Supervised, free_port, last_lines
 from draguard.harness.core.errors import DraguardError, HarnessError
 from ..kube import Kube
 from draguard.harness.core.paths import NodeDirs
@@ -79,7 +79,7 @@ class ContainerRecord:
 _REGISTERED = re.compile(r'"Registered DRA plugin".*? driverName="([^"]+)"')
 
 
-class HollowKubelet:
+class HollowKubelet(NodeProcess):
     """A hollow DRA kubelet for ``node`` with its root at ``NodeDirs(root, node).base``."""
 
     def __init__(
@@ -121,15 +121,12 @@ class HollowKubelet:
         self._feed: DeviceTruthFeed | None = None
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid
+    def title(self) -> str:
+        return f"hollow kubelet {self.node}"
 
     @property
     def argv(self) -> list[str]:
         return list(self._proc.argv)
-
-    def alive(self) -> bool:
-        return self._proc.alive()
 
     # -- readiness ----------------------------------------------------------------------------
     def _healthz(self) -> bool:
@@ -155,7 +152,7 @@ class HollowKubelet:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> HollowKubelet:
-        if self.alive():
+        if self.alive:
             raise HarnessError(f"the hollow kubelet for node {self.node} is already running (pid {self.pid})")
         try:
             self.dirs.create()
@@ -186,25 +183,19 @@ class HollowKubelet:
             self._feed.stop()
             self._feed = None
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM: the kubelet stops and removes its runtime socket; SIGKILL after ``timeout``."""
         self._stop_feed()
-        self._proc.stop(timeout)
+        return self._proc.stop(timeout)
 
-    def kill(self) -> None:
+    def kill(self) -> int | None:
         """SIGKILL, as a crash: the checkpoint and the sockets stay behind."""
         self._stop_feed()
-        self._proc.kill()
+        return self._proc.kill()
 
-    def restart(self, kill: bool = True, timeout: float = 90.0) -> None:
+    def restart(self, kill: bool = True, timeout: float = 90.0) -> HollowKubelet:
         self.kill() if kill else self.stop()
-        self.start(timeout)
-
-    def __enter__(self) -> HollowKubelet:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.start(timeout)
 
     # -- what it did --------------------------------------------------------------------------
     def registered_drivers(self) -> set[str]:
@@ -224,7 +215,7 @@ class HollowKubelet:
         while time.monotonic() < deadline:
             if driver in self.registered_drivers():
                 return
-            if not self.alive():
+            if not self.alive:
                 raise HarnessError(f"the hollow kubelet for node {self.node} exited; last lines of {self.log}:\n"
                                    + self.log_tail())
             time.sleep(0.1)

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from draguard.harness.core.process import Supervised
+from draguard.harness.core.process import NodeProcess, Supervised
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.paths import NodeDirs, state_dir
 from draguard.harness.scenario.model import MAX_NODES
@@ -46,7 +46,7 @@ def node_names(nodes: Sequence[str] = (), count: int | None = None, prefix: str 
     return [f"{base}-{i}" for i in range(count)]
 
 
-class FakeNodesProcess:
+class FakeNodesProcess(NodeProcess):
     """A ``draguard nodes`` child process serving ``nodes`` under ``root``."""
 
     def __init__(
@@ -80,11 +80,8 @@ class FakeNodesProcess:
         self._proc = Supervised("draguard nodes", argv, self.log, self.ready_file.exists)
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid
-
-    def alive(self) -> bool:
-        return self._proc.alive()
+    def title(self) -> str:
+        return "draguard nodes"
 
     def start(self, timeout: float = 60.0) -> FakeNodesProcess:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -92,19 +89,17 @@ class FakeNodesProcess:
         self._proc.start(timeout)
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM (clean shutdown), SIGKILL after ``timeout``."""
-        self._proc.stop(timeout)
+        code = self._proc.stop(timeout)
         self.ready_file.unlink(missing_ok=True)
+        return code
 
-    def kill(self) -> None:
+    def kill(self) -> int | None:
         """SIGKILL: the agent dies mid-work, as in a node restart."""
-        self._proc.kill()
+        code = self._proc.kill()
         self.ready_file.unlink(missing_ok=True)
-
-    def restart(self, kill: bool = False, timeout: float = 60.0) -> None:
-        self.kill() if kill else self.stop()
-        self.start(timeout)
+        return code
 
     def set_lost(self, node: str, lost: bool = True) -> None:
         """Node loss on/off for one node: its heartbeats and pod syncs stop while lost."""
@@ -116,9 +111,3 @@ class FakeNodesProcess:
             path.touch()
         else:
             path.unlink(missing_ok=True)
-
-    def __enter__(self) -> FakeNodesProcess:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

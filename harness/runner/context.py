@@ -324,7 +324,7 @@ class StepContext:
             if lost:
                 self.before(UndoAction("none", {"why": f"the kubelet of {node} is started again or stopped at teardown"}))
                 kubelet.kill()
-            elif not kubelet.alive():
+            elif not kubelet.alive:
                 kubelet.start()
                 if kubelet.pid:
                     self._run.journal.process(kubelet.pid, f"hollow kubelet {node} (back)")

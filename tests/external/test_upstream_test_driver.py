@@ -135,7 +135,7 @@ def test_a_pod_claiming_a_test_driver_device_runs_with_its_cdi_spec_and_leaves_n
         wait(lambda: kube.get("ResourceClaim", claim["metadata"]["name"], ns) is None, "the claim to go")
         assert driver.prepared_claims() == set() and not spec_file.exists()
         assert Checkpoint.read(dirs.base / "dra_manager_state.json") == {}
-        assert driver.alive(), f"the driver died:\n{driver.log_tail()}"
+        assert driver.alive, f"the driver died:\n{driver.log_tail()}"
     finally:
         for pod in kube.items("Pod", ns):
             kube.delete("Pod", pod["metadata"]["name"], ns, grace_seconds=0)

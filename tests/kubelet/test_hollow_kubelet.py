@@ -195,7 +195,7 @@ def test_a_registration_socket_that_never_answers_is_reported_with_its_path(
     finally:
         silent.close()
         cleanup_node(kube, node, kubelet)
-    assert not kubelet.alive()
+    assert not kubelet.alive
 
 
 def test_a_root_that_cannot_be_written_or_a_kubelet_that_fails_to_start_leaves_nothing_running(
@@ -214,5 +214,5 @@ def test_a_root_that_cannot_be_written_or_a_kubelet_that_fails_to_start_leaves_n
         broken.start(timeout=60)
     message = str(err.value)
     assert "exited with code 2" in message and "NoSuchGate" in message, message
-    assert broken.pid is not None and not broken.alive()
+    assert broken.pid is not None and not broken.alive
     assert not os.path.exists(NodeDirs(root, "kl-broken").base / "cri.sock")

@@ -134,7 +134,7 @@ def test_the_sanity_suite_on_a_hollow_kubelet_passes_the_correct_fake_driver_and
                 results[mode] = run_sanity(config, FakeDriverHooks(root, node, DEFAULT_DRIVER, process=proc))
             finally:
                 proc.stop()
-        assert kubelet.alive(), kubelet.log_tail()
+        assert kubelet.alive, kubelet.log_tail()
     correct = results[CORRECT]
     bad = {i: r for i, r in _why(correct).items() if r[0] != "passed"}
     # As on the fake agent, only a hook this fake driver lacks may skip.
