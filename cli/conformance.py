@@ -2,8 +2,10 @@
 :func:`draguard.conformance.cluster.run_conformance` and :func:`draguard.conformance.certify.certify`.
 
 Exit codes: 0 every check passed or was skipped with its reason, 1 a check failed (or, for
-``certify --verify``, the bundle was changed or a check in it failed), 2 bad input (a missing
-product field, an unknown profile, not a bundle) or an unusable cluster, 130 interrupted.
+``certify --verify``: a file changed, missing or empty, a PRODUCT.yaml field or URL, the e2e.log
+version line, junit_01.xml and e2e.log disagreeing, a required check skipped, a check failed, or a
+programme's requirement not met; each named on its own line), 2 bad input (a missing product field,
+an unknown profile or programme, not a bundle) or an unusable cluster, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from pathlib import Path
 
 import click
 
-from draguard.conformance.certify import CertifyOptions, certify, node_access, parse_profiles
+from draguard.conformance.certify import CertifyOptions, certify, node_access, parse_profiles, parse_programmes, verify
 from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conformance
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.result import CheckResult, RunResult
-from draguard.reports.bundle import verify_bundle
 from draguard.reports.console import check_line, check_summary
 from draguard.reports.verdict import write_verdict
 
@@ -53,7 +54,7 @@ def _argv(ctx: click.Context) -> list[str]:
     argv = [ctx.info_name or "certify"]
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
-        if value in (None, (), False) or param.name == "verify" or not isinstance(param, click.Option):
+        if value in (None, (), False) or param.name == "bundle" or not isinstance(param, click.Option):
             continue
         for v in value if isinstance(value, tuple) else (value,):
             argv += [param.opts[0], str(v)]
@@ -121,25 +122,32 @@ def conformance_command(
 @_restart
 @_fake
 @_wait
-@click.option("--verify", "verify", type=click.Path(path_type=Path), default=None,
-              help="Check BUNDLE (folder or .tar.gz) against its manifest and its verdict, and exit.")
+@click.option("--programme", "programmes", multiple=True,
+              help="Also render the evidence this programme wants into the bundle: ai-conformance (repeatable).")
+@click.option("--verify", "bundle", type=click.Path(path_type=Path), default=None,
+              help="Check BUNDLE (folder or .tar.gz): manifest, verdict, the verify-conformance bot's checks and "
+                   "its programmes' requirements; then exit.")
 def certify_command(
     kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], product: Path | None, out: Path | None, registration_socket: Path | None,
     plugin_socket: Path | None, node: str | None, cdi_dir: Path | None, restart_command: str | None,
-    fake_driver_root: Path | None, wait_timeout: float, verify: Path | None,
+    fake_driver_root: Path | None, wait_timeout: float, programmes: tuple[str, ...], bundle: Path | None,
 ) -> int:
     """Run the suites against a driver and write a certification bundle (or --verify one)."""
     kubeconfig, context = kube.kubeconfig, kube.context
-    if verify is not None:
-        v = verify_bundle(verify)
+    if bundle is not None:
+        v = verify(bundle)
         for problem in v.problems:
-            click.echo(f"TAMPERED {problem}")
+            click.echo(f"{'TAMPERED' if 'changed since the bundle was written' in problem else 'BUNDLE  '} {problem}")
         for failed in v.failed_checks:
             click.echo(f"FAILED   {failed}")
-        click.echo(f"draguard certify --verify {verify}: "
-                   + ("verified; every check passed" if v.ok else "NOT verified")
-                   + f" ({v.passed} passed, {v.skipped} skipped, {len(v.failed_checks)} failed)")
+        for unmet in v.requirements:
+            click.echo(f"UNMET    {unmet}")
+        verdict = ("NOT verified" if v.problems else "verified") + (
+            "; every check passed" if not v.failed_checks else "") + (
+            f"; {len(v.requirements)} requirement(s) not met" if v.requirements else "")
+        click.echo(f"draguard certify --verify {bundle}: {verdict}"
+                   f" ({v.passed} passed, {v.skipped} skipped, {len(v.failed_checks)} failed)")
         return v.exit_code
     _need(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, product=product, out=out)
     assert kubeconfig and driver_name and device_class and product and out
@@ -147,7 +155,8 @@ def certify_command(
         kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, product=product, out=out,
         profiles=parse_profiles(profiles), context=context, nodes=nodes, registration_socket=registration_socket,
         plugin_socket=plugin_socket, node=node, cdi_dir=cdi_dir, restart_command=restart_command,
-        fake_driver_root=fake_driver_root, wait_timeout=wait_timeout, argv=_argv(click.get_current_context()),
+        fake_driver_root=fake_driver_root, wait_timeout=wait_timeout, programmes=parse_programmes(programmes),
+        argv=_argv(click.get_current_context()),
     )
     result, archive = certify(opts, _line)
     code = _summary("certify", result)

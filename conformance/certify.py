@@ -6,6 +6,12 @@ The bundle's evidence is what the run saw: the driver's ResourceSlices, each con
 claims, pods and events, the sanity suite's gRPC call trace, and the fake driver's logs when
 node access to it was given. Its environment: Kubernetes version, feature gates, draguard version,
 the nodes' kubelet and OS versions, the driver (from the product description and its slices).
+
+``submission.json`` records the submission's Kubernetes version, the profiles, the checks each
+profile requires (:func:`required_checks`: a required check may not be skipped) and the programmes
+(``--programme``, :mod:`draguard.conformance.programmes`) whose files were rendered into the bundle.
+:func:`verify` checks a bundle: its manifest and verdict, the verify-conformance bot's checks, and
+each of its programmes' own.
 """
 
 from __future__ import annotations
@@ -20,14 +26,42 @@ from typing import Any
 
 from draguard.harness.core.environment import run_environment
 from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.core.registry import CHECKS
 from draguard.harness.kube import ApiError, Kube
 from draguard.harness.result import CheckResult, RunResult
-from draguard.reports.bundle import load_product, write_bundle
+from draguard.reports.bundle import Verification, load_product, open_bundle, verify_folder, write_bundle
 
-from .cluster import PROFILES, ClusterConfig, CommandAccess, FakeDriverAccess, run_conformance
+from .cluster import PROFILES, ClusterConfig, CommandAccess, FakeDriverAccess, cluster_checks, run_conformance
+from .programmes import PROGRAMMES, BundleView, programme, release_of
 from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity
 
-__all__ = ["CertifyOptions", "certify", "parse_profiles"]
+__all__ = ["CertifyOptions", "certify", "parse_profiles", "parse_programmes", "required_checks", "verify",
+           "OPTIONAL_SANITY_AREAS"]
+
+OPTIONAL_SANITY_AREAS = ("health", "cdi")
+"""Sanity areas a driver may lack (a health stream, CDI): their checks are never required."""
+
+
+def required_checks(profiles: tuple[str, ...] | list[str], sanity: bool) -> list[str]:
+    """The checks a bundle of these profiles must show run (passed, failed or not applicable, never skipped):
+    each chosen profile's checks that need nothing beyond the API (no node access, restart, second node,
+    optional API), and, when the sanity suite ran, its checks that need no fault hook, outside the
+    optional areas (health stream, CDI)."""
+    required = [e.name for e in cluster_checks(tuple(profiles)) if not e.meta.get("needs")]
+    if sanity:
+        required += [e.name for e in CHECKS if e.name.startswith("sanity.") and not e.meta.get("needs")
+                     and e.meta.get("area") not in OPTIONAL_SANITY_AREAS]
+    return sorted(required)
+
+
+def parse_programmes(values: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``--programme ai-conformance`` → the programmes; exit 2 for an unknown one."""
+    chosen = [p.strip() for v in values for p in v.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in PROGRAMMES]
+    if unknown:
+        raise UsageError(f"--programme: unknown programme {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(PROGRAMMES.names())}")
+    return tuple(dict.fromkeys(chosen))
 
 
 def parse_profiles(values: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -56,6 +90,8 @@ class CertifyOptions:
     restart_command: str | None = None
     fake_driver_root: Path | None = None
     wait_timeout: float = 60.0
+    programmes: tuple[str, ...] = ()
+    """Programmes whose files to render into the bundle (``--programme``)."""
     argv: list[str] = field(default_factory=list)
     """The command line, for the bundle's README (how to reproduce)."""
 
@@ -106,6 +142,9 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
         raise UsageError(f"--out {opts.out}: exists and is not a folder")
     kube = Kube.from_kubeconfig(opts.kubeconfig, opts.context)
     env = _environment(kube, opts.driver, product)
+    release = release_of(env.get("kubernetes"))
+    for name in opts.programmes:
+        programme(name).preflight(release)
     result = RunResult(run_id="certify")
     evidence: dict[str, str | bytes] = {}
     if opts.registration_socket is not None:
@@ -147,5 +186,28 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
         for log in sorted(opts.fake_driver_root.glob("**/*.log")):
             evidence[f"logs/{log.relative_to(opts.fake_driver_root).as_posix()}"] = log.read_bytes()[-1_000_000:]
     reproduce = "draguard " + " ".join(shlex.quote(a) for a in opts.argv) if opts.argv else ""
-    archive = write_bundle(result, opts.out, product, environment=env, evidence=evidence, reproduce=reproduce)
+    submission = {"kubernetesVersion": env.get("kubernetes"), "release": release, "profiles": list(opts.profiles),
+                  "sanity": opts.registration_socket is not None,
+                  "requiredChecks": required_checks(opts.profiles, opts.registration_socket is not None),
+                  "programmes": list(opts.programmes)}
+    files: dict[str, str] = {}
+    for name in opts.programmes:
+        files.update(programme(name).render(result, product, submission))
+    archive = write_bundle(result, opts.out, product, environment=env, evidence=evidence, reproduce=reproduce,
+                           submission=submission, rendered=files)
     return result, archive
+
+
+def verify(bundle: Path) -> Verification:
+    """Check a bundle (folder or ``.tar.gz``): its manifest and verdict, the verify-conformance bot's
+    checks, and those of every programme it was made for. :class:`UsageError` (exit 2) when it is not one."""
+    with open_bundle(bundle) as root:
+        v = verify_folder(root, bundle)
+        view = BundleView(root)
+        names = ["verify-conformance"] + [str(n) for n in view.submission.get("programmes") or ()]
+        for name in dict.fromkeys(names):
+            if name not in PROGRAMMES:
+                v.problems.append(f"submission.json: unknown programme {name!r}")
+                continue
+            programme(name).verify(view, v)
+    return v.settle()

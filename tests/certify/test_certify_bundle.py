@@ -15,12 +15,14 @@ from draguard.harness.core.errors import UsageError
 from draguard.harness.result import CheckResult, Evidence, RunResult
 from draguard.reports.bundle import load_product, validate_product, verify_bundle, write_bundle
 
-PRODUCT = {"vendor": "Example", "name": "GPU driver", "version": "1.2.3", "website_url": "https://example.com",
-           "documentation_url": "https://example.com/docs", "driver_image": "registry.example.com/gpu:1.2.3"}
+PRODUCT = {"vendor": "Example", "name": "GPU driver", "version": "1.2.3", "type": "DRA driver",
+           "description": "A DRA driver for Example GPUs.", "website_url": "https://example.com",
+           "documentation_url": "https://example.com/docs", "contact_email_address": "dra@example.com",
+           "driver_image": "registry.example.com/gpu:1.2.3"}
 
 
 def _result(status: str = "passed") -> RunResult:
-    r = RunResult(run_id="certify-t")
+    r = RunResult(run_id="certify-t", environment={"kubernetes": "v1.37.2"})
     r.checks = [CheckResult("conformance.core.template-claim", "a rule", "KEP-4381", "passed", duration=1.0),
                 CheckResult("conformance.chaos.taint-eviction", "taints evict", "KEP-5055", status,
                             "pod not evicted" if status == "failed" else "", [Evidence("pod p still runs", ("Pod ns/p",))]),
@@ -31,12 +33,15 @@ def _result(status: str = "passed") -> RunResult:
 def _bundle(tmp_path: Path, status: str = "passed") -> Path:
     out = tmp_path / "bundle"
     archive = write_bundle(_result(status), out, PRODUCT, environment={"kubernetes": "v1.37.2"},
-                           evidence={"slices.json": "[]", "grpc-calls.jsonl": b"{}\n"}, reproduce="draguard certify ...")
+                           evidence={"slices.json": "[]", "grpc-calls.jsonl": b"{}\n"}, reproduce="draguard certify ...",
+                           submission={"kubernetesVersion": "v1.37.2", "requiredChecks": ["conformance.core.template-claim"],
+                                       "programmes": []})
     assert archive == tmp_path / "bundle.tar.gz"
     return out
 
 
-@pytest.mark.parametrize("field", ["vendor", "name", "version", "website_url", "documentation_url"])
+@pytest.mark.parametrize("field", ["vendor", "name", "version", "type", "description", "website_url",
+                                   "documentation_url", "contact_email_address"])
 def test_a_missing_product_field_is_refused_naming_it(field: str) -> None:
     with pytest.raises(UsageError, match=f"missing field '{field}'"):
         validate_product({k: v for k, v in PRODUCT.items() if k != field}, "product.yaml")
@@ -48,13 +53,18 @@ def test_the_driver_image_or_version_is_required_and_urls_are_urls() -> None:
     assert validate_product({**{k: v for k, v in PRODUCT.items() if k != "driver_image"}, "driver_version": "v1"}, "p")
     with pytest.raises(UsageError, match="'website_url' is not a URL"):
         validate_product({**PRODUCT, "website_url": "example.com"}, "p")
+    with pytest.raises(UsageError, match="'repo_url' is not a URL"):
+        validate_product({**PRODUCT, "repo_url": "https:// spaced.example.com"}, "p")
+    with pytest.raises(UsageError, match="'contact_email_address' is not an email address"):
+        validate_product({**PRODUCT, "contact_email_address": "dra at example"}, "p")
     with pytest.raises(UsageError, match="not a product description"):
         validate_product(["vendor"], "p")
 
 
 def test_certify_exits_2_naming_the_missing_field_before_touching_the_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     product = tmp_path / "product.yaml"
-    product.write_text("vendor: Example\nname: GPU\nversion: '1'\nwebsite_url: https://e.com\n")
+    product.write_text("vendor: Example\nname: GPU\nversion: '1'\ntype: driver\ndescription: d\n"
+                       "website_url: https://e.com\ncontact_email_address: a@e.com\n")
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("not used: the product is read first\n")
     code = main(["certify", "--kubeconfig", str(kubeconfig), "--driver", "d", "--device-class", "c",

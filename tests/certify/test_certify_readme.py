@@ -37,8 +37,9 @@ def test_the_readme_commands_produce_and_verify_a_bundle(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "product.yaml").write_text(
-        "vendor: draguard\nname: fake GPU driver\nversion: '0.1'\nwebsite_url: https://example.com\n"
-        "documentation_url: https://example.com/docs\ndriver_version: fake\n")
+        "vendor: draguard\nname: fake GPU driver\nversion: '0.1'\ntype: DRA driver\ndescription: a fake driver\n"
+        "website_url: https://example.com\ndocumentation_url: https://example.com/docs\n"
+        "contact_email_address: dra@example.com\ndriver_version: fake\n")
     with make_fleet() as f:
         monkeypatch.setenv("KUBECONFIG", str(f.kubeconfig))
         monkeypatch.setenv("DRIVER", f.driver)
@@ -66,8 +67,9 @@ def test_certify_with_the_driver_sockets_runs_sanity_too_and_bundles_the_grpc_tr
     from draguard.harness.core.paths import NodeDirs
 
     product = tmp_path / "product.yaml"
-    product.write_text("vendor: draguard\nname: fake\nversion: '0.1'\nwebsite_url: https://example.com\n"
-                       "documentation_url: https://example.com/docs\ndriver_image: example/fake:0.1\n")
+    product.write_text("vendor: draguard\nname: fake\nversion: '0.1'\ntype: DRA driver\ndescription: a fake driver\n"
+                       "website_url: https://example.com\ndocumentation_url: https://example.com/docs\n"
+                       "contact_email_address: dra@example.com\ndriver_image: example/fake:0.1\n")
     with make_fleet(nodes=1) as f:
         node = f.nodes[0]
         dirs = NodeDirs(f.root, node)
