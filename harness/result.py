@@ -11,13 +11,22 @@ CI and tests rely on it)::
         {"name", "source", "seed", "ok": bool|null, "outcome": "met"|"not-met"|"error"|"not-applicable",
          "notApplicable": "<reason>"|null, "error", "errorKind", "durationSeconds", "timeline": "<file>",
          "environment": {...},
-         "expectations": {"hold": [...], "violate": [...]},
-         "invariants": {"<name>": {"status": "held"|"violated"|"not-checked", "expected": "hold"|"violate"|null,
+         "expectations": {"hold": [...], "violate": [...], "ignore": [{"invariant", "reason"}]},
+         "invariants": {"<name>": {"status": "held"|"violated"|"not-checked",
+                                   "expected": "hold"|"violate"|"ignore", "required": bool,
                                    "met": bool, "violations": [{"message", "objects", "devices", "time"}],
+                                   "reason": "<why the scenario ignores it>" (only for "ignore"),
                                    "note": "<how it was judged, or why not>" (only when set)}},
          "steps": [{"name", "fault", "t", "ok", "detail", "due", "ran", "finished", "fired", "optional", "status",
                     "load": {...} (only on a ``load`` step: see :meth:`LoadSummary.as_dict`)}],
          "expectationResults": [{"kind": "progress"|"evidence", "rule", "met", "detail"}]}]}
+
+Every violation counts (:func:`expectation_of`): an invariant the run judged must hold unless the
+scenario expects it violated (``expect.violate``) or excuses it with a reason (``expect.ignore``); an
+invariant that ``expect.hold`` leaves out still fails the scenario when it is violated. ``required``
+says whether the scenario named it in ``hold`` or ``violate`` (or left ``hold`` out, which names
+every invariant the run can judge): a required invariant that ends ``not-checked`` is not met.
+A verdict written before ``required`` existed reads an ``expected`` of null as an unnamed ``hold``.
 
 A scenario not applicable on the driver ``draguard run --driver`` names (``notApplicable``: the
 reason) was not run: ``ok`` is null, it fails nothing, and a run in which no scenario was applicable
@@ -37,7 +46,7 @@ the ``json`` report writes it beside the verdict as ``<scenario>/timeline.json``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -60,6 +69,9 @@ __all__ = [
     "TimelineEvents",
     "TimelineFile",
     "ResultFormatError",
+    "Expected",
+    "Expectation",
+    "expectation_of",
     "exit_code_of",
 ]
 
@@ -70,6 +82,7 @@ Status = Literal["held", "violated", "not-checked"]
 StepStatus = Literal["ok", "error", "late", "never-ran", "not-fired"]
 CheckStatus = Literal["passed", "failed", "skipped", "not-applicable", "error"]
 """``not-applicable``: the driver does not declare what the check tests (sanity ``--capabilities``)."""
+Expected = Literal["hold", "violate", "ignore"]
 
 
 class ResultFormatError(errors.UsageError):
@@ -86,6 +99,39 @@ def exit_code_of(error_kind: str | None) -> int:
     if isinstance(cls, type) and issubclass(cls, errors.DraguardError):
         return cls.exit_code
     return errors.EXIT_FAILED
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a scenario expects of one invariant."""
+
+    expected: Expected
+    required: bool
+    """Named in ``hold`` or ``violate``: it must be judged (``not-checked`` is not met)."""
+    reason: str = ""
+    """Why the scenario ignores it (``expected == "ignore"``)."""
+
+    def met(self, status: Status) -> bool:
+        """Whether an invariant that ended ``status`` meets this expectation."""
+        if self.expected == "ignore":
+            return True
+        if self.expected == "violate":
+            return status == "violated"
+        return status == "held" if self.required else status != "violated"
+
+
+def expectation_of(name: str, *, hold: Collection[str], violate: Collection[str],
+                   ignore: Mapping[str, str]) -> Expectation:
+    """The expectation of invariant ``name`` under a scenario's ``expect`` lists (``ignore``: name -> reason).
+
+    ``violate`` and ``ignore`` name it outright; otherwise it must hold, and be judged when ``hold``
+    names it. Every violation counts: an invariant no list names must not be violated either.
+    """
+    if name in violate:
+        return Expectation("violate", True)
+    if name in ignore:
+        return Expectation("ignore", False, ignore[name])
+    return Expectation("hold", name in hold)
 
 
 # -- timelines ------------------------------------------------------------------------------------
@@ -150,30 +196,58 @@ class InvariantResult:
     name: str
     summary: str
     status: Status
-    expected: Literal["hold", "violate"] | None
+    expected: Expected | None
+    """``None`` is read as an unnamed ``hold`` (``required`` False), as verdicts before ``required`` wrote it."""
     violations: list[Evidence] = field(default_factory=list)
     note: str = ""
     """How it was judged when only part of what it reads was available, or why it was not checked."""
+    required: bool = True
+    """The scenario named it in ``hold`` or ``violate``: ``not-checked`` is not met. An invariant no
+    list names (``False``) must still not be violated."""
+    reason: str = ""
+    """Why the scenario ignores it (``expect.ignore``); shown wherever it is."""
+
+    def __post_init__(self) -> None:
+        if self.expected is None:
+            self.expected, self.required = "hold", False
+
+    @property
+    def expectation(self) -> Expectation:
+        return Expectation(self.expected or "hold", self.required, self.reason)
 
     @property
     def met(self) -> bool:
-        if self.expected == "hold":
-            return self.status == "held"
-        if self.expected == "violate":
-            return self.status == "violated"
-        return True
+        return self.expectation.met(self.status)
+
+    @property
+    def listed(self) -> bool:
+        """Worth a place in a verdict's summary: named by the scenario, ignored by it, or judged."""
+        return self.required or self.expected == "ignore" or self.status != "not-checked"
+
+    @property
+    def describe_expected(self) -> str:
+        """``hold``, ``hold (not named)``, ``violate`` or ``ignore: <reason>``, for reports."""
+        if self.expected == "ignore":
+            return f"ignore: {self.reason}"
+        expected = self.expected or "hold"
+        return expected if self.required else f"{expected} (not named)"
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"status": self.status, "expected": self.expected, "met": self.met, "summary": self.summary,
-               "violations": [v.as_dict() for v in self.violations]}
+        out = {"status": self.status, "expected": self.expected, "required": self.required, "met": self.met,
+               "summary": self.summary, "violations": [v.as_dict() for v in self.violations]}
+        if self.expected == "ignore":
+            out["reason"] = self.reason
         if self.note:
             out["note"] = self.note
         return out
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> InvariantResult:
-        return cls(name, str(d.get("summary", "")), d["status"], d.get("expected"),
-                   [Evidence.from_dict(v) for v in d.get("violations") or ()], str(d.get("note") or ""))
+        expected = d.get("expected")
+        required = bool(d.get("required", expected is not None))
+        return cls(name, str(d.get("summary", "")), d["status"], expected,
+                   [Evidence.from_dict(v) for v in d.get("violations") or ()], str(d.get("note") or ""),
+                   required, str(d.get("reason") or ""))
 
 
 @dataclass(frozen=True)
@@ -372,6 +446,8 @@ class ScenarioResult:
     """Where the timeline was written, relative to the report directory (set by the ``json`` report)."""
     hold: tuple[str, ...] = ()
     violate: tuple[str, ...] = ()
+    ignore: Mapping[str, str] = field(default_factory=dict)
+    """``expect.ignore``: invariant -> why the scenario excuses it."""
     environment: dict[str, Any] = field(default_factory=dict)
     """Driver, mutant, node agent, node count, Kubernetes version and feature gates of this scenario's cluster."""
     error_kind: str | None = None
@@ -383,6 +459,10 @@ class ScenarioResult:
     not_applicable: str | None = None
     """Why the scenario was not run on this driver (``draguard run --driver``); None when it was run.
     A scenario that is not applicable is neither met nor failed: ``ok`` is False, ``exit_code`` 0."""
+
+    def expectation(self, invariant: str) -> Expectation:
+        """What this scenario expects of ``invariant`` (:func:`expectation_of` over its expect lists)."""
+        return expectation_of(invariant, hold=self.hold, violate=self.violate, ignore=self.ignore)
 
     @property
     def outcome(self) -> Literal["met", "not-met", "error", "not-applicable"]:
@@ -405,7 +485,8 @@ class ScenarioResult:
         out = [f"not applicable: {self.not_applicable}"] if self.not_applicable is not None else []
         if self.error is not None:
             out.append(f"error: {self.error}")
-        out += [f"{n}: {r.status}, expected {r.expected} ({r.summary})" for n, r in self.invariants.items() if not r.met]
+        out += [f"{n}: {r.status}, expected {r.describe_expected} ({r.summary})" for n, r in self.invariants.items()
+                if not r.met]
         out += [f"step {s.name} ({s.fault}): {s.status} {s.detail}".rstrip() for s in self.steps
                 if not (s.status == "ok" or s.optional)]
         out += [f"{e.kind} {e.rule}: not met {e.detail}".rstrip() for e in self.expectation_results if not e.met]
@@ -427,7 +508,8 @@ class ScenarioResult:
             "errorKind": self.error_kind,
             "durationSeconds": round(self.duration, 2), "timeline": self.timeline_file,
             "environment": self.environment,
-            "expectations": {"hold": list(self.hold), "violate": list(self.violate)},
+            "expectations": {"hold": list(self.hold), "violate": list(self.violate),
+                             "ignore": [{"invariant": n, "reason": r} for n, r in self.ignore.items()]},
             "invariants": {n: r.as_dict() for n, r in self.invariants.items()},
             "steps": [s.as_dict() for s in self.steps],
             "expectationResults": [e.as_dict() for e in self.expectation_results],
@@ -442,6 +524,7 @@ class ScenarioResult:
             steps=[StepResult.from_dict(s) for s in d.get("steps") or ()],
             error=d.get("error"), duration=float(d.get("durationSeconds", 0.0)), timeline_file=d.get("timeline"),
             hold=tuple(exp.get("hold") or ()), violate=tuple(exp.get("violate") or ()),
+            ignore={str(i["invariant"]): str(i["reason"]) for i in exp.get("ignore") or ()},
             environment=dict(d.get("environment") or {}), error_kind=d.get("errorKind"),
             expectation_results=[ExpectationResult.from_dict(e) for e in d.get("expectationResults") or ()],
             not_applicable=d.get("notApplicable"),

@@ -1,6 +1,7 @@
 """``allure``: Allure results (``allure-results/``) written with allure-python-commons.
 
-One Allure test per scenario x invariant (evidence attached as JSON), one per scenario with its
+One Allure test per scenario x invariant (evidence attached as JSON; a violated invariant the
+scenario did not name fails, one it ignores is skipped with its reason), one per scenario with its
 chaos steps as Allure steps (a ``load`` step with its measurements attached) and its timeline
 attached, and one per sanity/conformance check; ``environment.properties`` carries the run's environment. Render them to HTML with Allure 3
 (``npx allure generate allure-results -o allure-report``; no Java needed). The folder is written
@@ -62,21 +63,26 @@ def _evidence(evidence: list[Evidence]) -> list[dict[str, Any]]:
 def _scenario(w: _Writer, s: ScenarioResult, started: float) -> None:
     stop = _ms(started, s.duration)
     for inv in s.invariants.values():
-        if inv.status == "not-checked":
+        if inv.expected == "ignore":
+            status, message = AllureStatus.SKIPPED, f"ignored by the scenario ({inv.reason}); it was {inv.status}" + (
+                f": {inv.violations[0].message}" if inv.violations else "")
+        elif inv.status == "not-checked":
             status, message = AllureStatus.SKIPPED, (inv.note or f"not checked: {s.error or 'the run ended before it was judged'}")
         elif inv.met:
-            status, message = AllureStatus.PASSED, f"{inv.status}" + (f" (expected {inv.expected})" if inv.expected else "")
+            status, message = AllureStatus.PASSED, f"{inv.status} (expected {inv.describe_expected})"
             message += f"; {inv.note}" if inv.note else ""
         else:
             status = AllureStatus.FAILED
             want = "hold" if inv.expected == "hold" else "be violated"
-            message = f"should {want} but was {inv.status}" + (f": {inv.violations[0].message}" if inv.violations else "")
+            message = f"should {want} but was {inv.status}" + ("" if inv.required else " (not named in expect.hold: "
+                                                                "every violation counts)") + (
+                f": {inv.violations[0].message}" if inv.violations else "")
         w.result(TestResult(
             uuid=str(uuid.uuid4()), name=f"{s.name}: {inv.name}", fullName=f"draguard.scenario.{s.name}.{inv.name}",
             historyId=f"scenario.{s.name}.invariant.{inv.name}", testCaseId=f"scenario.{s.name}.invariant.{inv.name}",
             description=inv.summary, status=status, statusDetails=StatusDetails(message=message),
             labels=_labels(s.name, "invariants", s.environment), start=_ms(started, 0), stop=stop,
-            parameters=[Parameter("expected", str(inv.expected)), Parameter("seed", str(s.seed))],
+            parameters=[Parameter("expected", inv.describe_expected), Parameter("seed", str(s.seed))],
             attachments=[w.attach("evidence", _evidence(inv.violations))] if inv.violations else [],
         ))
     steps = []

@@ -69,6 +69,10 @@ def print_plan(plan: ScenarioPlan, console: Console | None = None) -> None:
         line(f"  step {st.name}: {st.fault} {when} target={st.target or 'default'} "
              f"(random choices drawn with seed {plan.seed}:{st.index})")  # fmt: skip
     line(f"  expect hold={list(plan.hold)} violate={list(plan.violate)}")
+    for invariant, reason in plan.ignore:
+        line(f"  expect ignore {invariant}: {reason}")
+    if plan.unnamed:
+        line(f"  also judged (not named in hold, must not be violated): {', '.join(plan.unnamed)}")
 
 
 def print_rates(r: Rates, console: Console | None = None) -> None:

@@ -9,6 +9,9 @@ Every case of a run has a stable key (``scenario/invariant/NAME``, ``scenario/st
   mutant, Kubernetes version) — likely flaky;
 - **evidence changes**: the same outcome, different evidence (messages, devices);
 - **duration changes** beyond a threshold (relative and absolute), per scenario and per step.
+
+A violated invariant fails its case whether the scenario named it or not (every violation counts);
+one the scenario ignores (``expect.ignore``) is skipped, its reason the first line of its evidence.
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ def cases(result: RunResult) -> dict[str, Case]:
         out[f"{s.name}/run"] = Case(f"{s.name}/run", run, tuple(m for m in (s.error or s.not_applicable,) if m),
                                     s.duration, inputs)
         for name, inv in s.invariants.items():
-            outcome = "skipped" if inv.status == "not-checked" else "passed" if inv.met else "failed"
+            ignored = inv.expected == "ignore"
+            outcome = "skipped" if inv.status == "not-checked" or ignored else "passed" if inv.met else "failed"
             ev = tuple(sorted(f"{v.message} [{', '.join(v.devices)}]" for v in inv.violations))
+            if ignored:
+                ev = (f"ignored ({inv.reason}): {inv.status}", *ev)
             out[f"{s.name}/invariant/{name}"] = Case(f"{s.name}/invariant/{name}", outcome, ev, None, inputs)
         for st in s.steps:
             ok = st.ok and st.status == "ok"

@@ -3,7 +3,8 @@
 One ``<testsuite>`` per scenario with one ``<testcase>`` per invariant and per step, plus a suite for
 sanity/conformance checks. A case that did not meet its expectation is a ``<failure>`` whose message
 is the first piece of evidence (all of it in the body); an invariant never checked is ``<skipped>``
-with the reason; a scenario stopped by an error is an ``<error>`` case of the error's class. A
+with the reason, and so is one the scenario ignores (``expect.ignore``: its reason, and its
+violations if it had any); a violated invariant the scenario did not name is a failure like any other; a scenario stopped by an error is an ``<error>`` case of the error's class. A
 ``load`` step's case carries its rates and per-phase times in its output (or its failure's body).
 """
 
@@ -36,6 +37,12 @@ def _evidence_text(evidence: list[Evidence]) -> str:
 
 def _invariant_case(suite: ET.Element, s: ScenarioResult, inv: InvariantResult) -> str:
     case = ET.SubElement(suite, "testcase", classname=f"draguard.scenario.{s.name}", name=f"invariant {inv.name}", time="0")
+    if inv.expected == "ignore":
+        first = f": {inv.violations[0].message}" if inv.violations else ""
+        ET.SubElement(case, "skipped", message=f"ignored by the scenario ({inv.reason}); it was {inv.status}{first}")
+        if inv.violations:
+            ET.SubElement(case, "system-out").text = _evidence_text(inv.violations)
+        return "skipped"
     if inv.status == "not-checked":
         why = inv.note or s.error or "the run ended before this invariant was judged"
         ET.SubElement(case, "skipped", message=f"not checked: {why}")
@@ -43,11 +50,13 @@ def _invariant_case(suite: ET.Element, s: ScenarioResult, inv: InvariantResult) 
     if not inv.met:
         want = "hold" if inv.expected == "hold" else "be violated"
         first = inv.violations[0].message if inv.violations else f"{inv.name} was {inv.status}"
-        f = ET.SubElement(case, "failure", message=f"should {want} but was {inv.status}: {first}", type=inv.status)
+        unnamed = "" if inv.required else " (not named in expect.hold: every violation counts)"
+        f = ET.SubElement(case, "failure", message=f"should {want} but was {inv.status}{unnamed}: {first}",
+                          type=inv.status)
         f.text = _evidence_text(inv.violations) or f"{inv.summary}: {inv.status}"
         return "failure"
     out = ET.SubElement(case, "system-out")
-    out.text = f"{inv.summary}\n{inv.status}" + (f" (expected: {inv.expected})" if inv.expected else " (not an expectation)")
+    out.text = f"{inv.summary}\n{inv.status} (expected: {inv.describe_expected})"
     if inv.note:
         out.text += f"\n{inv.note}"
     if inv.violations:

@@ -2,7 +2,8 @@
 
 Signs: ``✓`` an expectation met, ``✗`` one not met, ``–`` an invariant that was never checked (the
 run stopped before it could be judged, or it cannot be judged on an installed driver; the error or
-the invariant's note says why). A scenario not applicable on the driver shows as such, with the reason. A run stopped by an unusable
+the invariant's note says why), ``~`` one the scenario ignores (``expect.ignore``; its reason follows
+the table). Every violated invariant is listed and explained, whether the scenario named it or not. A scenario not applicable on the driver shows as such, with the reason. A run stopped by an unusable
 environment prints that one error, not a column of failed invariants. A step that failed its scenario
 is named with its status and why. A ``load`` step's target and achieved rate, then its times per
 operation kind and phase (a table, ms), follow its scenario's lines.
@@ -39,7 +40,9 @@ def _console() -> Console:
 
 
 def invariant_mark(inv: InvariantResult) -> str:
-    """``✓`` met, ``✗`` not met, ``–`` never checked (whatever was expected)."""
+    """``✓`` met, ``✗`` not met, ``–`` never checked (whatever was expected), ``~`` ignored by the scenario."""
+    if inv.expected == "ignore":
+        return "~"
     if inv.status == "not-checked":
         return "–"
     return "✓" if inv.met else "✗"
@@ -65,10 +68,10 @@ def _invariants(s: ScenarioResult) -> str:
         return "[dim]– none judged (see the error below)[/dim]"
     parts = []
     for name, inv in s.invariants.items():
-        if inv.expected is None:
+        if not inv.listed:  # not named, not ignored, not judged: nothing to say
             continue
         mark = invariant_mark(inv)
-        colour = "dim" if mark == "–" else "green" if mark == "✓" else "red"
+        colour = "dim" if mark == "–" else "yellow" if mark == "~" else "green" if mark == "✓" else "red"
         suffix = "(violated)" if inv.status == "violated" else "(not checked)" if inv.status == "not-checked" else ""
         parts.append(f"[{colour}]{mark}{name}{suffix}[/{colour}]")
     return " ".join(parts)
@@ -123,16 +126,21 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
                     say(f"    {escape(v.message)}")
             if not inv.met and inv.status != "not-checked":
                 want = "hold" if inv.expected == "hold" else "be violated"
-                say(f"[red]{s.name}: {name} should {want} but was {inv.status}[/red]")
+                unnamed = "" if inv.required else " (not named in expect.hold: every violation counts)"
+                say(f"[red]{s.name}: {name} should {want} but was {inv.status}{unnamed}[/red]")
                 for v in inv.violations[:5]:
                     say(f"    {escape(v.message)}")
-        unchecked = [n for n, inv in s.invariants.items() if inv.expected and inv.status == "not-checked"]
+            if inv.expected == "ignore":
+                say(f"[yellow]{s.name}: {name} ignored ({escape(inv.reason)}): {inv.status}[/yellow]")
+                for v in inv.violations[:3]:
+                    say(f"    {escape(v.message)}")
+        unchecked = [n for n, inv in s.invariants.items() if inv.required and inv.status == "not-checked"]
         if unchecked:
             say(f"{s.name}: not checked: {', '.join(unchecked)}", "dim")
         for name, inv in s.invariants.items():
             # An invariant the scenario did not ask for and this run could not judge (per-claim-errors
             # without the interposer) is said in the reports, not on every run's screen.
-            if inv.note and (inv.expected or inv.status != "not-checked"):
+            if inv.note and (inv.required or inv.status != "not-checked"):
                 say(f"{s.name}: {name}: {escape(inv.note)}", "dim")
         for st in s.steps:
             if not (st.status == "ok" or st.optional):

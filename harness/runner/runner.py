@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from draguard.harness.core.errors import DraguardError, HarnessError, UsageError
@@ -904,10 +904,9 @@ class Runner:
     # -- results ---------------------------------------------------------------------------------
     def _finish(self) -> None:
         exp = self.scenario.expect
+        self.result.ignore = exp.ignored
         for entry in INVARIANTS:
-            expected: Literal["hold", "violate"] | None = (
-                "violate" if entry.name in exp.violate else "hold" if entry.name in exp.hold else None
-            )
+            want = self.result.expectation(entry.name)  # every violation counts unless violate/ignore names it
             found = list(self.violations.get(entry.name, {}).values())
             status: Status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
             note = self._judgeable(entry.name)
@@ -917,7 +916,8 @@ class Runner:
                 elif entry.name in PARTIAL and status != "not-checked":
                     local = self._handles is not None and bool(self._handles.external_drivers)
                     note = (LOCAL_PARTIAL if local else PARTIAL)[entry.name]
-            self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, expected, found, note)
+            self.result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, want.expected, found,
+                                                                 note, want.required, want.reason)
         for name in (*exp.hold, *exp.violate):
             if self.result.invariants[name].status == "not-checked" and self.result.error is None:
                 self.result.error = f"invariant {name} could not be judged (the run stopped early)"

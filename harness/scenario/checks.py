@@ -513,6 +513,25 @@ class _Checker:
         for i, name in enumerate(lists["violate"]):
             if isinstance(name, str) and name in lists["hold"]:
                 self.add(("spec", "expect", "violate", i), f"invariant {name!r} cannot both hold and be violated")
+        ignored: set[str] = set()
+        for i, raw in enumerate(_list(expect.get("ignore"))):
+            reason = _str(_dict(raw).get("reason"))
+            if reason is not None and reason and not reason.strip():
+                self.add(("spec", "expect", "ignore", i, "reason"), "expected a reason that says why this "
+                         "invariant's verdict does not count here, got only blanks")  # fmt: skip
+            name = _str(_dict(raw).get("invariant"))
+            where: Path = ("spec", "expect", "ignore", i, "invariant")
+            if name is None:
+                continue
+            if name not in self.invariants:
+                self.add(where, self._unknown("invariant", name, self.invariants.names()))
+            elif name in ignored:
+                self.add(where, f"invariant {name!r} is ignored twice")
+            for key, verb in (("hold", "hold"), ("violate", "be violated")):
+                if name in lists[key]:
+                    self.add(where, f"invariant {name!r} cannot both {verb} and be ignored: drop it from expect.{key} "
+                             "or from expect.ignore")  # fmt: skip
+            ignored.add(name)
         for i, raw in enumerate(_list(expect.get("evidence"))):
             item = _dict(raw)
             path: Path = ("spec", "expect", "evidence", i)

@@ -161,13 +161,16 @@ def to_scenario(
     replicas = {w.name: w.replicas for w in workloads}
     steps = tuple(_step(i, x, faults, replicas, s.timing) for i, x in enumerate(s.timeline))
     violate = tuple(s.expect.violate)
-    # By default every invariant holds that this run can judge (per-claim-errors needs the interposer;
-    # naming one explicitly where it cannot be judged is refused by the checks).
+    ignore = tuple(t.Ignore(i.invariant, i.reason.strip()) for i in s.expect.ignore)
+    # Every invariant this run can judge counts (per-claim-errors needs the interposer; naming one
+    # explicitly where it cannot be judged is refused by the checks). Left out of ``hold``, it is judged
+    # all the same but need not be: ``unnamed`` keeps those for the note validate and run print.
     lacks = lacking(s.driver.kind, s.cluster.backend, s.driver.interpose)
-    hold = tuple(s.expect.hold) if s.expect.hold is not None else tuple(
-        name for name in invariants.names()
-        if name not in violate and not lacks.keys() & set(invariants.get(name).meta.get("needs", ()))
-    )
+    named = {*violate, *(i.invariant for i in ignore)}
+    judgeable = tuple(name for name in invariants.names() if name not in named
+                      and not lacks.keys() & set(invariants.get(name).meta.get("needs", ())))
+    hold = tuple(s.expect.hold) if s.expect.hold is not None else judgeable
+    unnamed = () if s.expect.hold is None else tuple(n for n in judgeable if n not in hold)
     return t.Scenario(
         name=doc.metadata.name,
         description=doc.metadata.description.strip(),
@@ -195,6 +198,8 @@ def to_scenario(
         expect=t.Expectations(
             hold=hold,
             violate=violate,
+            ignore=ignore,
+            unnamed=unnamed,
             evidence=tuple(t.EvidenceRule(e.invariant, e.workload, e.member, e.claim, e.node, e.device)
                            for e in s.expect.evidence),
             progress=tuple(t.Progress(tuple(p.workloads), p.phase, p.count, p.need,

@@ -88,6 +88,7 @@ __all__ = [
     "TargetSpec",
     "SettleSpec",
     "ExpectSpec",
+    "IgnoreSpec",
     "LIMITS",
 ]
 
@@ -683,11 +684,26 @@ class ProgressSpec(_Model):
 _MAX_INVARIANT_NAMES = 64  # each name at most once, and far fewer invariants exist
 
 
+class IgnoreSpec(_Model):
+    """An invariant whose verdict does not count for this scenario, and why (shown in every report)."""
+
+    invariant: str
+    """The invariant (a registered name)."""
+    reason: str = Field(min_length=1, max_length=500)
+    """Why its verdict does not count here (required: a violation is never ignored without a reason)."""
+
+
 class ExpectSpec(_Model):
+    """Every invariant the run judges must hold, unless ``violate`` names it or ``ignore`` excuses it."""
+
     hold: list[str] | None = Field(default=None, max_length=_MAX_INVARIANT_NAMES)
-    """Invariants that must hold (default: every invariant not listed in ``violate``)."""
+    """Invariants that must hold and must be judged: one that ends not checked fails the run (default:
+    every invariant the run can judge that ``violate`` and ``ignore`` do not name). An invariant left out
+    must still not be violated."""
     violate: list[str] = Field(default=[], max_length=_MAX_INVARIANT_NAMES)
     """Invariants an incident reproduction must show violated."""
+    ignore: list[IgnoreSpec] = Field(default=[], max_length=_MAX_INVARIANT_NAMES)
+    """Invariants whose violation does not fail this scenario, each with the reason."""
     evidence: list[EvidenceSpec] = Field(default=[], max_length=32)
     """What a violation must name to count: the reason, not just the invariant."""
     progress: list[ProgressSpec] = Field(default=[], max_length=32)

@@ -9,7 +9,7 @@ camelCase or unvalidated data:
 - node groups are expanded into one :class:`Node` per node (``namePrefix: gpu, count: 2`` ->
   ``gpu-0``, ``gpu-1``);
 - defaults are filled in (``count`` of an ExactCount request, ``minCount`` of a gang, the invariants
-  to hold when ``expect.hold`` is omitted);
+  to hold when ``expect.hold`` is omitted, those an explicit ``hold`` leaves out);
 - a timeline step carries its fault's ``params`` already validated into the fault's registered
   pydantic model (an instance), or None for a fault without a params model.
 
@@ -57,6 +57,7 @@ __all__ = [
     "Sharing",
     "OpaqueConfig",
     "Step",
+    "Ignore",
     "After",
     "Timing",
     "EvidenceRule",
@@ -378,13 +379,33 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class Ignore:
+    """An invariant whose verdict does not count for the scenario, and why."""
+
+    invariant: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Expectations:
+    """Every invariant the run judges must hold, unless ``violate`` names it or ``ignore`` excuses it."""
+
     hold: tuple[str, ...]
-    """Invariants that must hold (defaults to every registered invariant not in ``violate``)."""
+    """Invariants that must hold and be judged (defaults to every invariant the run can judge that
+    ``violate`` and ``ignore`` do not name)."""
     violate: tuple[str, ...]
     """Invariants an incident reproduction must show violated."""
     evidence: tuple[EvidenceRule, ...] = ()
     progress: tuple[Progress, ...] = ()
+    ignore: tuple[Ignore, ...] = ()
+    unnamed: tuple[str, ...] = ()
+    """Invariants the run can judge that an explicit ``hold`` leaves out (and no other list names):
+    judged all the same, a violation of one fails the run (``draguard validate`` and ``run`` say so)."""
+
+    @property
+    def ignored(self) -> dict[str, str]:
+        """Invariant -> why the scenario ignores it."""
+        return {i.invariant: i.reason for i in self.ignore}
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,6 +424,16 @@ class Scenario:
     settle: Settle
     expect: Expectations
     timing: Timing = Timing(timedelta(seconds=3), timedelta(minutes=2), timedelta(seconds=30))
+
+    @property
+    def hold_note(self) -> str | None:
+        """One line when an explicit ``expect.hold`` leaves out invariants the run judges all the same
+        (a file written when an invariant left out of ``hold`` did not count); None otherwise."""
+        if not self.expect.unnamed:
+            return None
+        return (f"{self.source or self.name}: note: expect.hold leaves out {', '.join(self.expect.unnamed)}; "
+                "they are judged all the same and a violation fails the run (name them in expect.hold, or "
+                "excuse each in expect.ignore with a reason)")
 
     def workload(self, name: str) -> Workload:
         for workload in self.workloads:
