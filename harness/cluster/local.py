@@ -281,11 +281,20 @@ class LocalCluster:
                 exe,
                 "--name=draguard",
                 f"--data-dir={self.dir / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd-client']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd-client']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd-peer']}",
-                f"--initial-cluster=draguard=http://127.0.0.1:{p['etcd-peer']}",
+                f"--listen-client-urls=https://127.0.0.1:{p['etcd-client']}",
+                f"--advertise-client-urls=https://127.0.0.1:{p['etcd-client']}",
+                f"--listen-peer-urls=https://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-advertise-peer-urls=https://127.0.0.1:{p['etcd-peer']}",
+                f"--initial-cluster=draguard=https://127.0.0.1:{p['etcd-peer']}",
+                # Clients and peers need a certificate from the cluster's CA (kubeadm's etcd flags).
+                f"--cert-file={pki.etcd_crt}",
+                f"--key-file={pki.etcd_key}",
+                "--client-cert-auth=true",
+                f"--trusted-ca-file={pki.ca_crt}",
+                f"--peer-cert-file={pki.etcd_crt}",
+                f"--peer-key-file={pki.etcd_key}",
+                "--peer-client-cert-auth=true",
+                f"--peer-trusted-ca-file={pki.ca_crt}",
                 "--unsafe-no-fsync",
                 "--log-level=warn",
             ]
@@ -293,7 +302,10 @@ class LocalCluster:
             rc = self.config.effective_runtime_config()
             return [
                 exe,
-                f"--etcd-servers=http://127.0.0.1:{p['etcd-client']}",
+                f"--etcd-servers=https://127.0.0.1:{p['etcd-client']}",
+                f"--etcd-cafile={pki.ca_crt}",
+                f"--etcd-certfile={pki.etcd_client[0]}",
+                f"--etcd-keyfile={pki.etcd_client[1]}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 f"--secure-port={p['apiserver']}",
@@ -433,6 +445,11 @@ class LocalCluster:
                     self.components[component].stop(timeout=3.0)
             elif component in pids:
                 kill_pid(pids[component], timeout=0.0 if remove else 10.0)
+        # An attached cluster's processes are not our children: SIGKILL returns before they are gone
+        # (``cluster up`` then ``down --purge`` read them alive at once and kept the directory).
+        deadline = time.monotonic() + 10.0
+        while any(pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         leftovers = [f"{c} (pid {p})" for c, p in pids.items() if pid_alive(p)]
         if leftovers:
             raise HarnessError(f"cluster {self.name!r}: could not stop {', '.join(leftovers)}")
@@ -470,6 +487,16 @@ class LocalCluster:
             return {}
 
     @classmethod
+    def remove_stopped(cls, name: str = "default", base_dir: Path | None = None) -> bool:
+        """Delete the run directory of a cluster that was stopped without ``remove`` (``down``, then
+        ``down --purge``); False when there is none, or it is still running (use :meth:`down`)."""
+        cluster = cls(name, base_dir=base_dir)
+        if not cluster.dir.is_dir() or cluster.state_file.exists():
+            return False
+        shutil.rmtree(cluster.dir, ignore_errors=True)
+        return True
+
+    @classmethod
     def attach(cls, name: str = "default", base_dir: Path | None = None) -> LocalCluster:
         """A handle on a cluster started by another process (for status, down and restarts)."""
         cluster = cls(name, base_dir=base_dir)
@@ -498,13 +525,20 @@ class LocalCluster:
 
     def _probe_for(self, component: str) -> Any:
         return {
-            "etcd": lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd-client']}/health"),
+            "etcd": lambda: _http_ok(f"https://127.0.0.1:{self.ports['etcd-client']}/health", tls=self._etcd_tls()),
             "kube-apiserver": lambda: _http_ok(f"{self.server}/readyz", insecure=True),
             "kube-controller-manager": lambda: _http_ok(
                 f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", insecure=True
             ),
             "kube-scheduler": lambda: _http_ok(f"https://127.0.0.1:{self.ports['scheduler']}/healthz", insecure=True),
         }[component]
+
+    def _etcd_tls(self) -> ssl.SSLContext:
+        """A client context for etcd: the cluster CA and the apiserver's etcd client certificate."""
+        pki = Pki(self.dir / "pki")
+        ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
+        ctx.load_cert_chain(str(pki.etcd_client[0]), str(pki.etcd_client[1]))
+        return ctx
 
     def dead(self) -> list[str]:
         """Components started here that are not running now, each with its exit status and last log lines."""
@@ -531,9 +565,9 @@ _INSECURE.check_hostname = False
 _INSECURE.verify_mode = ssl.CERT_NONE
 
 
-def _http_ok(url: str, insecure: bool = False) -> bool:
+def _http_ok(url: str, insecure: bool = False, tls: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2, context=_INSECURE if insecure else None) as resp:
+        with urllib.request.urlopen(url, timeout=2, context=tls or (_INSECURE if insecure else None)) as resp:
             return bool(resp.status == 200)
     except Exception:  # noqa: BLE001 - any failure means "not ready yet"
         return False

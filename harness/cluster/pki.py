@@ -1,16 +1,20 @@
 """Certificates and credentials for a local control plane, generated into the cluster's run directory.
 
-One throw-away CA signs the apiserver's serving certificate and a client certificate per identity
-(admin in ``system:masters``, ``system:kube-scheduler``, ``system:kube-controller-manager``); a
-separate RSA key signs service-account tokens. Kubeconfigs are written next to them. Talks to: the
-filesystem only.
+One throw-away CA signs the apiserver's serving certificate, a client certificate per identity
+(admin in ``system:masters``, ``system:kube-scheduler``, ``system:kube-controller-manager``), etcd's
+serving and peer certificates and the apiserver's etcd client certificate (etcd accepts clients with a
+certificate from this CA only, as kubeadm sets it up); a separate RSA key signs service-account tokens.
+Every private key is written 0600 from its first byte. Kubeconfigs are written next to them. Talks to:
+the filesystem only.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import io
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from ruamel.yaml import YAML
 
-__all__ = ["Pki", "write_kubeconfig", "node_kubeconfig"]
+__all__ = ["Pki", "write_kubeconfig", "node_kubeconfig", "write_private"]
 
 _VALID = dt.timedelta(days=365)
 
@@ -31,6 +35,14 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a private key readable by its owner only, never for a moment by anyone else."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def _name(cn: str, org: str | None = None) -> x509.Name:
@@ -61,6 +73,20 @@ class Pki:
     @property
     def serving_key(self) -> Path:
         return self.directory / "apiserver.key"
+
+    @property
+    def etcd_crt(self) -> Path:
+        """etcd's certificate, for its client and its peer port (server and client auth)."""
+        return self.directory / "etcd.crt"
+
+    @property
+    def etcd_key(self) -> Path:
+        return self.directory / "etcd.key"
+
+    @property
+    def etcd_client(self) -> tuple[Path, Path]:
+        """The apiserver's client certificate and key for etcd."""
+        return self.client("apiserver-etcd-client")
 
     @property
     def sa_key(self) -> Path:
@@ -94,10 +120,9 @@ class Pki:
             .sign(ca_key, hashes.SHA256())
         )
         self.ca_crt.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-        self.ca_key.write_bytes(_pem_key(ca_key))
-        self.ca_key.chmod(0o600)
+        write_private(self.ca_key, _pem_key(ca_key))
 
-        def issue(cn: str, org: str | None, server: bool) -> tuple[bytes, bytes]:
+        def issue(cn: str, org: str | None, server: bool, client: bool = False) -> tuple[bytes, bytes]:
             key = _key()
             builder = (
                 x509.CertificateBuilder()
@@ -109,7 +134,8 @@ class Pki:
                 .not_valid_after(now + _VALID)
                 .add_extension(
                     x509.ExtendedKeyUsage(
-                        [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server and client
+                        else [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
                     ),
                     critical=False,
                 )
@@ -132,16 +158,19 @@ class Pki:
 
         crt, key = issue("kube-apiserver", None, server=True)
         self.serving_crt.write_bytes(crt)
-        self.serving_key.write_bytes(key)
-        for name, (cn, org) in clients.items():
+        write_private(self.serving_key, key)
+        # etcd serves clients and its peer port with one certificate that is also a client certificate
+        # (the peer connection authenticates both ways), as kubeadm's etcd/server and etcd/peer do.
+        crt, key = issue("draguard-etcd", None, server=True, client=True)
+        self.etcd_crt.write_bytes(crt)
+        write_private(self.etcd_key, key)
+        for name, (cn, org) in {**clients, "apiserver-etcd-client": ("kube-apiserver-etcd-client", None)}.items():
             crt, key = issue(cn, org, server=False)
             c, k = self.client(name)
             c.write_bytes(crt)
-            k.write_bytes(key)
-            k.chmod(0o600)
+            write_private(k, key)
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.sa_key.write_bytes(_pem_key(sa))
-        self.sa_key.chmod(0o600)
+        write_private(self.sa_key, _pem_key(sa))
         self.sa_pub.write_bytes(
             sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         )
@@ -164,9 +193,9 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, client: str, cluster_nam
     }
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    with path.open("w") as f:
-        yaml.dump(doc, f)
-    path.chmod(0o600)
+    text = io.StringIO()
+    yaml.dump(doc, text)
+    write_private(path, text.getvalue().encode())  # it embeds the client's private key
     return path
 
 
@@ -193,6 +222,5 @@ def node_kubeconfig(pki: Pki, server: str, node: str, path: Path) -> Path:
     name = f"node-{node}"
     crt_path, key_path = pki.client(name)
     crt_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(_pem_key(key))
-    key_path.chmod(0o600)
+    write_private(key_path, _pem_key(key))
     return write_kubeconfig(path, server, pki, name, "draguard")
