@@ -8,6 +8,7 @@ this test pins that list, so a new failure (a finding or a wrong check) or a fix
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import uuid
@@ -100,3 +101,43 @@ def test_the_upstream_test_driver_through_the_cluster_suite(
     assert failed == set(FINDINGS), got
     assert got["conformance.core.template-claim"][0] == "passed"
     assert got["conformance.core.force-delete"][0] == "skipped" and "node access" in got["conformance.core.force-delete"][1]
+
+
+def test_certify_with_the_ai_conformance_programme_against_the_upstream_driver(
+    draguard_cluster: Any, upstream: tuple[dict[str, ExternalPluginProcess], str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The bundle of a driver written by others verifies (manifest, verdict, the verify-conformance bot's
+    checks, the programme's), and its dra_support evidence links resolve to passing testcases."""
+    from ruamel.yaml import YAML
+
+    from draguard.cli.main import main
+    from draguard.conformance.programmes import BundleView
+    from draguard.conformance.programmes.ai_conformance import FRAGMENT
+
+    _, cls = upstream
+    product = tmp_path / "product.yaml"
+    product.write_text("vendor: Kubernetes\nname: DRA test driver\nversion: v1.37.2\ntype: DRA driver\n"
+                       "description: the DRA test driver of the Kubernetes e2e tests\n"
+                       "website_url: https://github.com/kubernetes/kubernetes\n"
+                       "documentation_url: https://github.com/kubernetes/kubernetes/tree/master/test/e2e/dra\n"
+                       "contact_email_address: dra@example.com\ndriver_version: v1.37.2\n")
+    out = tmp_path / "bundle"
+    code = main(["certify", "--kubeconfig", str(draguard_cluster.kubeconfig), "--driver", TEST_DRIVER_NAME,
+                 "--device-class", cls, "--product", str(product), "--out", str(out), "--wait-timeout", "45",
+                 "--programme", "ai-conformance"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert main(["certify", "--verify", str(tmp_path / "bundle.tar.gz")]) == 0, capsys.readouterr().out
+    data = YAML(typ="safe").load((out / FRAGMENT).read_text())
+    entries = {e["id"]: e for e in data.get("outsideChecklist") or ()}
+    entries.update({e["id"]: e for items in data["spec"].values() for e in items})
+    dra = entries["dra_support"]
+    assert dra["status"] == "Implemented", dra
+    cases = BundleView(out).cases or {}
+    linked = [link.rsplit("#", 1)[1] for link in dra["evidence"] if "#" in link]
+    assert "conformance.core.template-claim" in linked
+    for link in dra["evidence"]:
+        path, _, case = re.sub(r"^file://v\d+\.\d+/[^/]+/", "", link).partition("#")
+        assert (out / path).is_file(), link
+        assert not case or cases[case].status == "passed", link
