@@ -65,6 +65,9 @@ class Requirement:
     """What the programme asks that the checks do not show ("" when coverage is full)."""
     off_checklist: str = ""
     """Why a later checklist no longer lists it."""
+    scenarios: tuple[str, ...] = ()
+    """Scenarios of the library (scenarios/<name>.yaml) that show the behaviour under ``draguard run``;
+    certify does not run them, so they are in the docs' table, not in the fragment."""
 
     def level(self, release: str) -> str | None:
         return self.levels.get(release)
@@ -86,6 +89,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         off_checklist="from v1.36 the checklist no longer lists it: KAR-0051 is covered by Kubernetes conformance "
                       "itself since v1.35 (the [sig-node] [DRA] CRUD Tests [Conformance] of each resource.k8s.io/v1 "
                       "type); this entry keeps draguard's evidence that the driver works through those APIs",
+        scenarios=("device-taint-nvlink-claim", "legacy-extended-resource-mix"),
     ),
     Requirement(
         id="gpu_sharing", category="accelerators", kar="KAR-0003",
@@ -106,6 +110,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "once, and a sharing set-up (MPS) made for a claim is torn down at unprepare",
         gap="draguard does not check that hardware partitions (MIG) are published as schedulable devices, nor that "
             "time-slicing oversubscribes a GPU",
+        scenarios=("mig-partitions-with-full-gpus", "mps-shared-claim-correct-driver", "shared-claim-gang",
+                   "mps-state-left-behind", "shared-claim-no-strategy"),
     ),
     Requirement(
         id="gang_scheduling", category="schedulingOrchestration", kar="KAR-0053",
@@ -120,6 +126,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
                 "devices on their own nodes and are all released when the gang ends",
         gap="draguard installs no gang scheduler (Kueue, Volcano) and does not check that a gang larger than the "
             "free capacity stays wholly pending (the requirement's all-or-nothing negative case)",
+        scenarios=("gang-deadlock-gang-scheduling", "gang-deadlock-per-pod", "driver-restart-mid-gang",
+                   "preempt-gang-member"),
     ),
     Requirement(
         id="secure_accelerator_access", category="security", kar="KAR-0049",
@@ -137,6 +145,8 @@ REQUIREMENTS: tuple[Requirement, ...] = (
         gap="draguard does not start containers on a real node to probe that a pod without a claim sees no "
             "accelerator, nor that one pod cannot open another pod's device (the container runtime's part, "
             "KAR-0049's test plan)",
+        scenarios=("cdi-devices-correct-driver", "incomplete-cdi-spec", "double-allocation-handoff",
+                   "reset-failure-correct-driver", "reset-leak-forget-before-reset", "shared-claim-no-strategy"),
     ),
 )
 """The DRA-related requirements draguard gives evidence for; docs/ai-conformance.md lists the others."""
@@ -323,12 +333,14 @@ class AiConformance:
 
 def mapping_table() -> str:
     """The docs' table: requirement, levels, the checks giving evidence, coverage, what is not checked."""
-    rows = ["| requirement | level by checklist | draguard checks | coverage | not checked by draguard |",
-            "|---|---|---|---|---|"]
+    rows = ["| requirement | level by checklist | draguard checks (in the bundle) | coverage | not checked by draguard "
+            "certify | scenarios (draguard run) |",
+            "|---|---|---|---|---|---|"]
     for r in REQUIREMENTS:
         levels = ", ".join(f"{k} {v}" for k, v in r.levels.items())
         if r.off_checklist:
             levels += f"; not on {', '.join(c for c in CHECKLISTS if c not in r.levels)}"
         checks = "<br>".join(f"`{c}`" for c in r.checks)
-        rows.append(f"| `{r.id}` ({r.kar}) | {levels} | {checks} | {r.coverage} | {r.gap or '–'} |")
+        scenarios = "<br>".join(f"`{name}`" for name in r.scenarios) or "–"
+        rows.append(f"| `{r.id}` ({r.kar}) | {levels} | {checks} | {r.coverage} | {r.gap or '–'} | {scenarios} |")
     return "\n".join(rows) + "\n"

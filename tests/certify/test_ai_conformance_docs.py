@@ -34,3 +34,10 @@ def test_the_docs_name_every_other_requirement_as_not_checked() -> None:
     for rid in OTHER_REQUIREMENTS:
         assert f"**`{rid}`**" in section, f"{rid} is not in the docs' not-checked list"
     assert not {r.id for r in REQUIREMENTS} & set(OTHER_REQUIREMENTS)
+
+
+def test_every_scenario_the_map_names_is_in_the_library() -> None:
+    library = Path(__file__).resolve().parents[2] / "scenarios"
+    for req in REQUIREMENTS:
+        for name in req.scenarios:
+            assert (library / f"{name}.yaml").is_file(), f"{req.id} names scenario {name}, not in scenarios/"
