@@ -188,8 +188,7 @@ def _status(req: Requirement, level: str, checks: Sequence[CheckResult]) -> tupl
         said = f"draguard checked that {req.covered}."
         if req.coverage == "full":
             return "Implemented", said
-        return "Partially Implemented", (f"{said} Not checked by draguard: {req.gap}; add that evidence and set "
-                                         "the status to Implemented.")
+        return "Partially Implemented", f"{said} But {req.gap}; add that evidence, then set the status to Implemented."
     why = "; ".join(f"{c.id}: {c.reason or c.status}" for c in checks) or "none of its checks was in this run"
     absent = [cid for cid in req.checks if cid not in {c.id for c in checks}]
     if absent and checks:
