@@ -1,4 +1,5 @@
-"""``draguard bench``: run the benchmarks and write their results to benchmarks/results/."""
+"""``draguard bench``: run the benchmarks, write their results to benchmarks/results/, and render those as
+docs/benchmarks.md (``--doc``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.console import Console
 
 import draguard.chaos  # noqa: F401  (fault kinds: the runner-based benchmarks validate scenarios)
 from draguard.harness.bench.suite import BENCHMARKS, run_benchmarks
+from draguard.reports.benchmarks import write_benchmarks_doc
 from draguard.reports.console import print_bench
 
 __all__ = ["command"]
@@ -35,10 +37,16 @@ __all__ = ["command"]
 @click.option("--scheduler-perf/--no-scheduler-perf", default=None,
               help="dra-throughput: require (or skip) upstream scheduler_perf; by default it runs when "
                    "`draguard cluster build --scheduler-perf` built it, and the result says why when not.")
+@click.option("--doc", type=click.Path(dir_okay=False), default=None,
+              help="Write the Markdown page of every result in --output-dir to this file (docs/benchmarks.md); "
+                   "with no NAMES, run nothing.")
 def command(names: tuple[str, ...], repeat: int, output_dir: str, nodes: int | None, pods: int | None,
             devices: int | None, reset_ms: int | None, rate: float | None, duration: float | None, limit: int | None,
-            parallel: int | None, injections: int | None, scheduler_perf: bool | None) -> None:  # fmt: skip
+            parallel: int | None, injections: int | None, scheduler_perf: bool | None, doc: str | None) -> None:  # fmt: skip
     """Measure the pieces that have targets (default: all); sizes by flags, defaults at the issue's scale."""
+    if doc is not None and not names:
+        click.echo(str(write_benchmarks_doc(Path(output_dir), Path(doc)).resolve()))
+        return
     err = Console(stderr=True)
     sizes = {"nodes": nodes, "pods": pods, "devices": devices, "reset_ms": reset_ms, "rate": rate, "duration": duration, "limit": limit,
              "count": nodes, "scheduler_perf": scheduler_perf, "parallel": parallel, "injections": injections}  # fmt: skip
@@ -46,3 +54,5 @@ def command(names: tuple[str, ...], repeat: int, output_dir: str, nodes: int | N
                              sizes)  # fmt: skip
     print_bench(results, err)
     click.echo(str(Path(output_dir).resolve()))
+    if doc is not None:
+        click.echo(str(write_benchmarks_doc(Path(output_dir), Path(doc)).resolve()))

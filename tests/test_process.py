@@ -157,7 +157,7 @@ def test_a_threshold_the_user_set_is_kept(default_gc: None) -> None:
 
 def test_jobs_end_when_the_wait_for_them_is_ended_by_an_error() -> None:
     """A failure while waiting (here the ``done`` callback; in CI a test's time limit) ends the running
-    jobs and never starts the queued ones: the pool's shutdown used to wait for all of them."""
+    jobs and never starts the queued ones (the pool's own shutdown would wait for all of them)."""
     from draguard.harness.core.process import in_processes
 
     def done(result: object) -> None:

@@ -2,9 +2,7 @@
 
 The test binary is ``k8s.io/kubernetes/test/integration/scheduler_perf/dra`` built with ``go test -c`` from
 the same module (and the same Go build cache) as the control plane: ``draguard cluster build
---scheduler-perf`` (about 1.5 min on this 2-core machine with the control plane's build cache warm, the
-first time and with vet, since left out; 10-43 s when only the link is left; measured 2026-12-04). It is
-optional: nothing in CI or the tests needs it.
+--scheduler-perf``. It is optional: nothing in CI or the tests needs it.
 
 How one run goes (read from ``test/integration/scheduler_perf`` at v1.37.2):
 

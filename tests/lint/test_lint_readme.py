@@ -1,5 +1,6 @@
-"""The README's linter section stays true: every ``draguard lint`` command it shows prints exactly the
-output shown, and every code excerpt is in the example file it names."""
+"""The linter's documentation stays true: every ``draguard lint`` command that docs/lint.md and the
+README's lint example show prints exactly the output shown, and every code excerpt is in the example
+file it names."""
 
 from __future__ import annotations
 
@@ -15,40 +16,49 @@ REPO = Path(__file__).resolve().parents[2]
 GUARDRAIL = "tests/lint/fixtures/guardrail-good.yaml"
 
 
-def _section() -> str:
+def _readme_example() -> str:
+    """The README's lint example: the block after its ``lint-commands`` marker."""
     text = (REPO / "README.md").read_text()
-    start = text.index("## The manifest linter")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    block = re.search(r"<!-- lint-commands:.*?-->\n(```console\n.*?```)", text, re.DOTALL)
+    assert block, "README.md lost its lint-commands block"
+    return block[1]
 
 
-def _blocks(kind: str) -> list[tuple[str, str]]:
-    """``(text before the block, block body)`` for each fenced block of ``kind``."""
-    section = _section()
+def _blocks(kind: str, text: str | None = None) -> list[tuple[str, str]]:
+    """``(text before the block, block body)`` for each fenced block of ``kind`` in docs/lint.md (or ``text``)."""
+    page = (REPO / "docs" / "lint.md").read_text() if text is None else text
     out = []
-    for match in re.finditer(rf"```{kind}\n(.*?)```", section, re.DOTALL):
-        out.append((section[: match.start()], match[1]))
+    for match in re.finditer(rf"```{kind}\n(.*?)```", page, re.DOTALL):
+        out.append((page[: match.start()], match[1]))
     return out
 
 
-def _commands() -> list[tuple[str, str]]:
+def _commands(text: str | None = None) -> list[tuple[str, str]]:
     found = []
-    for _, body in _blocks("console"):
+    for _, body in _blocks("console", text):
         first, _, output = body.partition("\n")
         assert first.startswith("$ draguard lint "), first
         found.append((first[2:], output))
     return found
 
 
-def test_the_section_shows_one_example_per_source_language_and_the_guardrail() -> None:
+def _all_commands() -> list[tuple[str, str]]:
+    return _commands() + _commands(_readme_example())
+
+
+def test_the_readme_shows_one_lint_example() -> None:
+    assert len(_commands(_readme_example())) == 1
+
+
+def test_the_page_shows_one_example_per_source_language_and_the_guardrail() -> None:
     commands = [c for c, _ in _commands()]
     suffixes = {Path(c.split()[-1]).suffix for c in commands}
     assert {".go", ".ts", ".py", ".yaml"} <= suffixes
     assert f"draguard lint {GUARDRAIL}" in commands
 
 
-@pytest.mark.parametrize(("command", "expected"), _commands(), ids=lambda v: v.split()[-1] if " " in v else "")
-def test_every_lint_command_in_the_readme_prints_what_it_shows(
+@pytest.mark.parametrize(("command", "expected"), _all_commands(), ids=lambda v: v.split()[-1] if " " in v else "")
+def test_every_lint_command_shown_prints_what_it_shows(
     command: str, expected: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)

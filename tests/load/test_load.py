@@ -114,15 +114,15 @@ def test_a_rate_the_users_cannot_reach_is_reported_as_falling_behind(
 def test_a_worker_started_by_hand_as_on_another_machine_runs_the_load(
     draguard_cluster: Any, fleet: Kube, tmp_path: Path
 ) -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert f"{WORKER_COMMAND} MASTER:PORT" in readme, "the README shows another command for a worker"
+    guide = (Path(__file__).parents[2] / "docs" / "load.md").read_text()
+    assert f"{WORKER_COMMAND} MASTER:PORT" in guide, "docs/load.md shows another command for a worker"
     report, port = tmp_path / "out", free_port()
     master = subprocess.Popen([sys.executable, "-m", "draguard.cli.main", "load", "--kubeconfig",
                                str(draguard_cluster.kubeconfig), "--rate", "2", "--duration", "8s", "--expect-workers",
                                "1", "--master-port", str(port), "--report-dir", str(report)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        # What the README tells a user on another machine, with this machine's address for MASTER.
+        # What docs/load.md tells a user on another machine, with this machine's address for MASTER.
         python, *command = WORKER_COMMAND.split()
         assert python == "python"
         worker = subprocess.run([sys.executable, *command, f"127.0.0.1:{port}"], capture_output=True, text=True,

@@ -191,7 +191,7 @@ def test_an_agent_killed_mid_gang_neither_leaks_nor_prepares_twice_in_one_life(s
     wait(lambda: all(s.phase(n) == "Running" for n in others), "the pods whose prepare is not held")
     # gang-2 may be scheduled well after the others: a pod that failed to schedule (its claim's status
     # written by the controller in between) is retried after the scheduler's back-off, which doubles up to
-    # 10 s; on a loaded CI machine 30 s was not always enough (stop 30).
+    # 10 s; on a loaded CI machine 30 s was not always enough.
     wait(lambda: s.proxy.faults.applied() == [1], "gang-2's prepare to be held", timeout=90)
     assert s.phase("gang-2") == "Pending"
     devices = {uid: c["drivers"] for uid, c in s.checkpoint.items() if c["prepared"]}

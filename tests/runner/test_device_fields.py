@@ -1,7 +1,7 @@
 """Scenario device fields reach the ResourceSlices, or the scenario is rejected with their place.
 
-``allowMultipleAllocations``, device taints and capacities besides memory used to be validated and
-then dropped; now the runner's topology carries them to the fake driver, which publishes them."""
+``allowMultipleAllocations``, device taints and capacities besides memory are carried by the runner's
+topology to the fake driver, which publishes them."""
 
 from __future__ import annotations
 
