@@ -11,13 +11,14 @@ Benchmarks (each repeated; medians reported, never a single timing):
   why :mod:`draguard.harness.kube` works on dicts);
 - ``scenario-load``: validating every scenario file of the library;
 - ``detection``: violations made to happen in a live run and timed until the runner reports them
-  (:mod:`.bench_detect`);
+  (:mod:`.detect`);
 - ``driver-calls``: the fake driver's prepare/unprepare latency and calls per second against the
-  upstream test driver on the same node layout, as ratios (:mod:`.bench_driver`);
+  upstream test driver on the same node layout, as ratios (:mod:`.driver_calls`);
 - ``kubelet``: the hollow DRA kubelet's start-up time and memory, and one pod's bind-to-Running on a
   hollow kubelet and on the fake agent side by side.
 
-Results go to ``benchmarks/results/<name>.json`` with the machine, the date and the raw samples.
+Results go to ``benchmarks/results/<name>.json`` with the machine, the date, the command and the raw samples;
+``draguard bench --doc`` renders them as docs/benchmarks.md (:mod:`draguard.reports.benchmarks`).
 Talks to: the local backend, the fake nodes, the scenario loader.
 """
 
@@ -38,7 +39,7 @@ from draguard.harness.bench import driver_calls as bench_driver
 from draguard.harness.bench import scale as bench_scale
 from draguard.harness.cluster.local import LocalCluster
 
-__all__ = ["BENCHMARKS", "run_benchmarks"]
+__all__ = ["BENCHMARKS", "command_line", "run_benchmarks"]
 
 Progress = Callable[[str], None]
 
@@ -176,8 +177,25 @@ def _machine() -> dict[str, Any]:
             out["cpu_model"] = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
     except (OSError, ValueError):
         pass
-    out["note"] = "shared machine (several engineers): compare ratios measured in one run, not absolute figures"
+    out["note"] = "compare ratios measured in one run, not absolute figures: the load average says how busy the machine was"
     return out
+
+
+FLAGS = {"nodes": "--nodes", "count": "--nodes", "pods": "--pods", "devices": "--devices", "reset_ms": "--reset-ms",
+         "rate": "--rate", "duration": "--duration", "limit": "--limit", "parallel": "--parallel",
+         "injections": "--injections"}  # fmt: skip
+"""The ``draguard bench`` flag of each size keyword (``count``, fake-nodes' node count, is set by ``--nodes``)."""
+
+
+def command_line(name: str, repeat: int, sizes: dict[str, Any]) -> str:
+    """The ``draguard bench`` command that runs ``name`` with exactly these sizes (recorded in its result)."""
+    words = ["draguard", "bench", name, "--repeat", str(repeat)]
+    for key, value in sizes.items():
+        if key == "scheduler_perf":
+            words.append("--scheduler-perf" if value else "--no-scheduler-perf")
+        elif key in FLAGS and FLAGS[key] not in words:
+            words += [FLAGS[key], f"{value:g}" if isinstance(value, float) else str(value)]
+    return " ".join(words)
 
 
 def run_benchmarks(names: list[str], repeat: int, out_dir: Path, progress: Progress,
@@ -186,9 +204,10 @@ def run_benchmarks(names: list[str], repeat: int, out_dir: Path, progress: Progr
     results = {}
     for name in names:
         fn = BENCHMARKS[name]
-        result = fn(repeat, progress, **_sizes(fn, sizes or {}))
+        passed = _sizes(fn, sizes or {})
+        result = fn(repeat, progress, **passed)
         result.update({"benchmark": name, "repeat": repeat, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "machine": _machine()})
+                       "machine": _machine(), "command": command_line(name, repeat, passed)})
         (out_dir / f"{name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         results[name] = result
     return results
