@@ -37,7 +37,7 @@ _err = Console(stderr=True)
 @click.command("mutants")
 @click.argument("scenarios", nargs=-1)
 @click.option("--mutant", "mutants", multiple=True, help="A mutant to run (repeatable; default: every mutant).")
-@options.report_dir("draguard-report/mutants", help="Where kill-matrix.json, kill-matrix.md and each run's verdict go.")
+@options.report_dir("draguard-report/mutants", help="Where kill-matrix.json and kill-matrix.md go (what each run records: under <mutant>/).")
 @click.option("--parallel", type=click.IntRange(1, 16), default=1, show_default=True,
               help="Runs at a time, each with its own control plane (about 1 core each).")
 @click.option("--doc", type=click.Path(dir_okay=False, path_type=Path),

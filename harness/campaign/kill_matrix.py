@@ -46,6 +46,7 @@ from draguard.harness.scenario.loader import load_scenario, load_scenarios
 from draguard.harness.scenario.types import Scenario
 
 from .models import CORRECT, KILL_MATRIX_VERSION, Cell, KillMatrix, Verdict
+from .parallel import import_all, registering_modules
 
 __all__ = [
     "CORRECT",
@@ -191,8 +192,10 @@ def _machine() -> str:
     return f"{platform.node() or 'unknown host'} ({os.cpu_count()} cores, {platform.machine()}), Kubernetes {K8S_VERSION}"
 
 
-def _cell_worker(source: str, mutant: str | None, report_dir: str, bin_dir: str | None) -> Cell:
-    """One cell in a child process (its own runner, control plane and fleet)."""
+def _cell_worker(source: str, mutant: str | None, report_dir: str, bin_dir: str | None, modules: list[str]) -> Cell:
+    """One cell in a child process (its own runner, control plane and fleet); ``modules`` register the
+    fault kinds and invariants the parent knows."""
+    import_all(modules)
     return run_cell(load_scenario(Path(source)), mutant, Path(report_dir), bin_dir)
 
 
@@ -217,7 +220,8 @@ def measure_cells(cells: Sequence[tuple[Scenario, str | None]], out: Path, paral
         sc, m = cells[i]
         return Cell(m or CORRECT, sc.name, "error", error=f"worker failed: {exc}", source=str(sc.source))
 
-    jobs = [(str(sc.source), m, str(out / (m or CORRECT)), bin_dir) for sc, m in cells]
+    modules = registering_modules()
+    jobs = [(str(sc.source), m, str(out / (m or CORRECT)), bin_dir, modules) for sc, m in cells]
     matrix.cells += in_processes(_cell_worker, jobs, parallel, failed, progress)
     matrix.wall_seconds = time.monotonic() - started
     return matrix

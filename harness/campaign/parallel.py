@@ -20,10 +20,13 @@ from pathlib import Path
 
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.process import in_processes
+from draguard.harness.core.registry import FAULTS, INVARIANTS
 from draguard.harness.result import ScenarioResult
+from draguard.harness.runner.runner import Runner, RunOptions
+from draguard.harness.scenario.loader import load_scenario
 from draguard.harness.scenario.types import Scenario
 
-__all__ = ["run_in_parallel", "check_parallel"]
+__all__ = ["run_in_parallel", "check_parallel", "registering_modules", "import_all"]
 
 
 def check_parallel(scenarios: Sequence[Scenario], backend: str | None) -> None:
@@ -37,22 +40,22 @@ def check_parallel(scenarios: Sequence[Scenario], backend: str | None) -> None:
 
 
 
-def _registering_modules() -> list[str]:
+def registering_modules() -> list[str]:
     """The modules that registered the faults and invariants this process knows (draguard's own and any
-    a user registered): a child imports them again before it validates the scenario."""
-    from draguard.harness.core.registry import FAULTS, INVARIANTS
-
+    a user registered): a child imports them again (:func:`import_all`) before it validates a scenario."""
     return sorted({e.target.__module__ for e in FAULTS} | {e.target.__module__ for e in INVARIANTS})
+
+
+def import_all(modules: list[str]) -> None:
+    """In a child process: import what :func:`registering_modules` named in the parent."""
+    for module in modules:
+        importlib.import_module(module)
 
 
 def _worker(source: str, report_dir: str, seed: int | None, bin_dir: str | None,
             modules: list[str]) -> tuple[str, ScenarioResult]:
     """One scenario in a child process: (run id, result)."""
-    for module in modules:
-        importlib.import_module(module)
-    from draguard.harness.scenario.loader import load_scenario
-    from draguard.harness.runner.runner import Runner, RunOptions
-
+    import_all(modules)
     scenario = load_scenario(Path(source))
     started = time.monotonic()
 
@@ -71,7 +74,7 @@ def run_in_parallel(scenarios: Sequence[Scenario], report_dir: Path, parallel: i
 
     A worker that dies gives an error result for its scenario, never a pass."""
     check_parallel(scenarios, None)
-    modules = _registering_modules()
+    modules = registering_modules()
 
     def failed(i: int, exc: Exception) -> tuple[str, ScenarioResult]:
         sc = scenarios[i]

@@ -143,3 +143,23 @@ def test_parallel_runs_each_scenario_on_its_own_cluster_and_keeps_their_order(tm
     assert unjudged["status"] == "not-checked" and unjudged["required"] is False and "interposer" in unjudged["note"]
     assert "2 scenario(s), 2 at a time" in err and "incomplete-cdi-spec: met in" in err
     assert not list((tmp_path / "state" / "draguard" / "clusters").glob("*/cluster.json"))  # both torn down
+
+
+@pytest.mark.cluster
+def test_repeat_writes_each_run_and_the_verdict_rates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An incident reproduction run twice: each run's reports in its own folder, repeat.json counts both."""
+    out = tmp_path / "report"
+    name = "reset-leak-forget-before-reset"
+    code = main(["run", str(ROOT / "scenarios" / f"{name}.yaml"), "--repeat", "2", "--report-dir", str(out),
+                 "--report", "json"])
+    captured = capsys.readouterr()
+    rates = json.loads((out / name / "repeat.json").read_text())
+    assert code == 0, rates
+    assert rates["scenario"] == name and rates["runs"] == 2 and rates["met"] == 2
+    assert rates["invariants"]["no-leak"] == {"expected": "violate", "verdicts": {"violated": 2}, "flaky": False}
+    for i in (1, 2):
+        verdict = json.loads((out / name / f"run-{i}" / "verdict.json").read_text())
+        assert verdict["exitCode"] == 0 and verdict["scenarios"][0]["name"] == name
+    assert f"rates: {(out / name / 'repeat.json').resolve()}" in captured.out
+    assert f"{name}: run 2 of 2" in captured.err and "violated 2/2" in captured.err  # the rates table
+    assert not list((tmp_path / "state" / "draguard" / "clusters").glob("*/cluster.json"))  # both torn down
