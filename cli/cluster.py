@@ -112,6 +112,9 @@ def down(name: str, all_: bool, purge: bool) -> None:
     """Stop a cluster; no process and no port is left behind."""
     names = list_clusters() if all_ else [name]
     for n in names:
+        if purge and LocalCluster.remove_stopped(n):  # stopped earlier by a plain down: only its directory is left
+            _err.print(f"cluster [bold]{n}[/bold] was stopped; its run directory is removed")
+            continue
         LocalCluster.attach(n).down(remove=purge)
         _err.print(f"cluster [bold]{n}[/bold] stopped")
 

@@ -13,8 +13,9 @@ A local draguard cluster (``draguard cluster up``, or ``--kubeconfig`` pointing 
 kubeconfigs) is always allowed; any other cluster is refused unless ``--allow-context`` names the
 kubeconfig context the load would use. Exit 0: every operation finished, no invariant violated and
 the target rate was kept; 1: an invariant was violated, an operation failed or the load fell behind
-(achieved < 90% of the target); 2: bad input, unusable cluster, or the load could not start (the
-master's port in use or its address not bindable, fewer workers than expected within
+(achieved < 90% of the target); 2: bad input, unusable cluster, nothing allocatable (checked before
+anything starts: no DeviceClass ``--device-class``, or no published device it selects), or the load
+could not start (the master's port in use or its address not bindable, fewer workers than expected within
 ``--worker-timeout``); 130: interrupted.
 """
 
@@ -26,6 +27,7 @@ import click
 
 from draguard.harness.cluster.local import LocalCluster
 from draguard.harness.core.errors import UsageError
+from draguard.harness.cluster.preflight import require_allocatable
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.load.engine import (
     DEFAULT_MASTER_BIND,
@@ -106,6 +108,7 @@ def command(cluster_name: str | None, kube: KubeTarget, namespace: str | None, d
                              f"unless --allow-context {active} names it")  # fmt: skip
     client = Kube.from_kubeconfig(kubeconfig, context)
     client.server_version()
+    require_allocatable(client, device_class)  # pre-flight: else every operation waits --op-timeout for nothing
     config = LoadConfig(kubeconfig=str(kubeconfig), context=context, namespace=namespace or "", rate=rate,
                         duration=seconds, kinds=chosen, gang_size=gang_size, devices_per_claim=devices_per_claim,
                         users=users, workers=workers, op_timeout=op_timeout, device_class=device_class,

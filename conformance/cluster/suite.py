@@ -70,6 +70,9 @@ class ClusterConfig:
     """Check id globs to run (all of the chosen profiles when empty)."""
     wait_timeout: float = 60.0
     """How long a pod may take to run, to go, a claim to be deallocated."""
+    namespace: str | None = None
+    """An existing namespace to run the checks' pods and claims in (kept, and so is everything in it the
+    suite did not create); by default a namespace of the suite's own, deleted at the end."""
     check_timeout: float = 300.0
     reuse_count: int = 3
     prepare_delay: float = 50.0
@@ -324,7 +327,7 @@ class ClusterContext:
     # -- objects --------------------------------------------------------------------------------
     def name(self, base: str) -> str:
         self._seq += 1
-        return f"{base}-{self._seq}"
+        return f"{base}-{self.run_id}-{self._seq}"  # the run's own: never a name someone else made
 
     def create(self, obj: Obj) -> Obj:
         """Create ``obj`` with the run label (in the suite's namespace when namespaced); deleted at cleanup."""
@@ -520,9 +523,14 @@ class ClusterContext:
         seen, self._seen = self._seen, {}
         if self.evidence is not None:
             try:
+                ours = {name for _, name, _ in made}
                 for kind in ("ResourceClaim", "Pod", "Event"):
                     for obj in self.kube.items(kind, self.namespace):
-                        seen.setdefault(kind, {})[obj["metadata"]["uid"]] = obj
+                        # Only what this run made (the namespace may be shared: --namespace).
+                        mine = ((obj["metadata"].get("labels") or {}).get(RUN_LABEL) == self.run_id if kind != "Event"
+                                else (obj.get("involvedObject") or {}).get("name") in ours | _names_seen(seen))
+                        if mine:
+                            seen.setdefault(kind, {})[obj["metadata"]["uid"]] = obj
             except (ApiError, HarnessError) as exc:
                 problems.append(f"collecting evidence: {exc}")
             self.evidence[self.current] = {kind: list(objs.values()) for kind, objs in seen.items()}
@@ -545,6 +553,11 @@ class ClusterContext:
             time.sleep(0.3)
         problems += [f"pod {p} still there after {self.config.wait_timeout:.0f}s" for p in pods]
         return problems
+
+
+def _names_seen(seen: Mapping[str, Mapping[str, Obj]]) -> set[str]:
+    """Names of the pods and claims kept for the evidence so far (events name their object)."""
+    return {o["metadata"]["name"] for kind in ("Pod", "ResourceClaim") for o in (seen.get(kind) or {}).values()}
 
 
 def run_check(ctx: ClusterContext, entry: Entry[Any]) -> CheckResult:
@@ -586,17 +599,23 @@ def open_context(config: ClusterConfig, access: Any = None) -> Iterator[ClusterC
     except (ApiError, HarnessError):
         caps["deviceClass"] = None
     run_id = uuid.uuid4().hex[:8]
-    namespace = f"draguard-conformance-{run_id}"
-    kube.create_namespace(namespace, {RUN_LABEL: run_id}, wait=False)
+    own = not config.namespace
+    namespace = config.namespace or f"draguard-conformance-{run_id}"
+    if own:
+        kube.create_namespace(namespace, {RUN_LABEL: run_id}, wait=False)
+    elif kube.get("Namespace", namespace) is None:
+        raise UsageError(f"--namespace {namespace}: no such namespace in the cluster")
     ctx = ClusterContext(config, kube, namespace, run_id, nodes, slices, caps, access)
     try:
-        kube.wait_namespace_ready(namespace)
+        if own:
+            kube.wait_namespace_ready(namespace)
         yield ctx
     finally:
-        try:
-            kube.delete("Namespace", namespace)
-        except (ApiError, HarnessError) as exc:
-            log.warning("cannot delete namespace %s: %s", namespace, exc)
+        if own:
+            try:
+                kube.delete("Namespace", namespace)
+            except (ApiError, HarnessError) as exc:
+                log.warning("cannot delete namespace %s: %s", namespace, exc)
 
 
 def run_conformance(config: ClusterConfig, access: Any = None,

@@ -593,6 +593,8 @@ def open_context(config: SanityConfig, hooks: Any = None) -> Iterator[SanityCont
         if why:
             setup_error = why
         if config.namespace:
+            if kube.get("Namespace", config.namespace) is None:
+                raise UsageError(f"--namespace {config.namespace}: no such namespace in the cluster")
             namespace = config.namespace
         else:
             namespace = f"draguard-sanity-{run_id}"

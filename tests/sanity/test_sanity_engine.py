@@ -239,3 +239,13 @@ def test_a_bad_capabilities_file_is_one_line_naming_the_file_and_field(root: Pat
         load_capabilities(path)
     assert str(exc.value).startswith(f"--capabilities {path}: ") and message in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def test_the_fake_drivers_hooks_pass_the_node_to_a_restart_command_as_certify_builds_them(
+    fake_server: PluginServer, kubeconfig: Path, root: Path
+) -> None:
+    out = root / "restarted"
+    hooks = FakeDriverHooks(root, NODE, DEFAULT_DRIVER, process=CommandHooks(f"echo {{node}} > {out}"))
+    with open_context(_config(fake_server, kubeconfig), hooks) as ctx:
+        ctx.hook("restart")()
+    assert out.read_text().strip() == NODE
