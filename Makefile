@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install binaries browser
+.PHONY: demo test install binaries browser kind-deps
 
 $(BIN)/draguard: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,21 @@ browser:
 	      || echo "chromium could not be installed: the browser tests will skip"; \
 	  else echo "chromium is not installed and this is not root: the browser tests will skip"; fi; }
 
-test: binaries browser
+# The kind backend's tests run real nodes in containers: Debian's docker.io (a private dockerd when no
+# docker or podman runs), debootstrap (the offline node image), busybox-static (the test pod's image)
+# and iptables. Installed when missing and root, otherwise those tests skip and say why.
+KIND_DEPS := docker.io:dockerd debootstrap:debootstrap busybox-static:busybox iptables:iptables
+
+kind-deps:
+	@missing=""; for pair in $(KIND_DEPS); do command -v $${pair#*:} >/dev/null 2>&1 || missing="$$missing $${pair%%:*}"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing for the kind backend's tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	      || echo "$$missing could not be installed: the kind tests will skip"; \
+	  else echo "$$missing not installed and this is not root: the kind tests will skip"; fi; fi
+
+test: binaries browser kind-deps
 	$(BIN)/python -m draguard.harness.grpcapi.regen --check
 	$(BIN)/lint-imports
 	./.ci/typecheck

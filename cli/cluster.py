@@ -77,9 +77,15 @@ def command() -> None:
 @click.option("--max-requests-inflight", "inflight", type=click.IntRange(2, 100_000), default=None,
               help="kube-apiserver --max-requests-inflight (mutating: half) [default: the apiserver's, 400/200].")
 @click.option("--wait/--no-wait", default=False, help="Stay in the foreground until Ctrl-C, then tear down.")
+@click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True,
+              help="local: processes on this machine; kind: real nodes (kubelet, containerd, runc) in containers.")
+@click.option("--workers", type=click.IntRange(0, 10), default=2, show_default=True, help="kind: worker nodes beside the control plane.")
 def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], qps: int,
-       burst: int, inflight: int | None, wait: bool) -> None:  # fmt: skip
+       burst: int, inflight: int | None, wait: bool, backend: str, workers: int) -> None:  # fmt: skip
     """Start a cluster and print its kubeconfig path."""
+    if backend == "kind":
+        _kind_up(name, workers, feature_gates, runtime_config, wait)
+        return
     config = ClusterConfig(
         feature_gates=_parse_pairs(feature_gates, "feature gate", True),
         runtime_config=_parse_pairs(runtime_config, "runtime config", False),
@@ -108,15 +114,64 @@ def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_c
 @name_option
 @click.option("--all", "all_", is_flag=True, help="Stop every local cluster.")
 @click.option("--purge", is_flag=True, help="Also remove the run directory (logs, certificates, etcd data).")
-def down(name: str, all_: bool, purge: bool) -> None:
+@click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True)
+def down(name: str, all_: bool, purge: bool, backend: str) -> None:
     """Stop a cluster; no process and no port is left behind."""
+    if backend == "kind":
+        _kind_down(name, all_)
+        return
     names = list_clusters() if all_ else [name]
     for n in names:
-        if purge and LocalCluster.remove_stopped(n):  # stopped earlier by a plain down: only its directory is left
-            _err.print(f"cluster [bold]{n}[/bold] was stopped; its run directory is removed")
-            continue
         LocalCluster.attach(n).down(remove=purge)
         _err.print(f"cluster [bold]{n}[/bold] stopped")
+
+
+def _kind_up(name: str, workers: int, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], wait: bool) -> None:
+    from draguard.harness.cluster.kind.cluster import KindCluster
+
+    if feature_gates or runtime_config:
+        raise UsageError("--feature-gates and --runtime-config apply to --backend local only")
+    cluster = KindCluster(name, workers, progress=_progress)
+    started = time.monotonic()
+    interrupt_on_sigterm()
+    cluster.up()
+    _err.print(f"kind cluster [bold]{name}[/bold] ready in {time.monotonic() - started:.1f}s "
+               f"(1 control plane + {workers} worker(s), {bins.K8S_VERSION})")
+    click.echo(str(cluster.kubeconfig))
+    if wait:
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            cluster.down()
+
+
+def _kind_down(name: str, all_: bool) -> None:
+    from draguard.harness.cluster.kind.cluster import KindCluster, list_kind_clusters
+
+    for n in (list_kind_clusters() or [name]) if all_ else [name]:
+        for line in KindCluster(n, 0, progress=_progress).down():
+            _progress(line)
+        _err.print(f"kind cluster [bold]{n}[/bold] deleted")
+
+
+@command.command("kind-image")
+def kind_image() -> None:
+    """Build (offline) or reuse the kind node image, and print its tag."""
+    from draguard.harness.cluster.kind import engine, quirks
+    from draguard.harness.cluster.kind.cluster import ensure_node_image, list_kind_clusters
+
+    started = time.monotonic()
+    eng = engine.find(quirks.detect(offline_image=True), progress=_progress)
+    try:
+        tag, _ = ensure_node_image(eng, _progress)
+    finally:
+        if eng.private and not list_kind_clusters():  # started only for this: leave nothing running
+            engine.PrivateDockerd().stop(_progress)
+    _err.print(f"node image ready in {time.monotonic() - started:.1f}s")
+    click.echo(tag)
 
 
 @command.command("status")
