@@ -25,6 +25,7 @@ LONGEST_FIRST = (
     "tests/kubelet/test_suites_on_kubelet.py",  # ~300 s
     "tests/sanity/test_sanity_fake_driver.py",  # ~235 s
     "tests/bench/test_bench_smallest.py",  # ~150 s
+    "tests/docs/test_readme_scenarios.py",  # ~150 s
     "tests/kubelet/test_differential.py",  # ~105 s
 )
 
