@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from draguard.harness.core.fsio import atomic_write, cleanup_temporaries
 from draguard.harness.result import ResultFormatError, RunResult, TimelineEvents, TimelineFile
 
 __all__ = ["VERDICT", "write_atomic", "write_json", "replace_dir", "load_report", "timeline_path"]
@@ -25,18 +25,14 @@ VERDICT = "verdict.json"
 
 
 def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``text`` to ``path`` whole or not at all (the core's :func:`~draguard.harness.core.fsio.atomic_write`:
+    a temporary file in the same folder, then a rename; no fsync, as for any rendered file); the folder is
+    made if need be, and a failed write leaves no temporary file behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is as readable as any file written
-        os.replace(tmp, path)
+        atomic_write(path, text.encode("utf-8"), sync="none")
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        cleanup_temporaries(path.parent, f"{path.name}.{os.getpid()}")
         raise
     return path
 
