@@ -5,7 +5,8 @@ Exit codes: 0 every check passed or was skipped with its reason, 1 a check faile
 ``certify --verify``: a file changed, missing or empty, a PRODUCT.yaml field or URL, the e2e.log
 version line, junit_01.xml and e2e.log disagreeing, a required check skipped, a check failed, or a
 programme's requirement not met; each named on its own line), 2 bad input (a missing product field,
-an unknown profile or programme, not a bundle) or an unusable cluster, 130 interrupted.
+an unknown profile or programme, not a bundle), an unusable cluster, or (``conformance``, checked
+before any check starts) a ``--device-class`` that selects no published device, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import click
 
 from draguard.conformance.certify import CertifyOptions, certify, node_access, parse_profiles, parse_programmes, verify
 from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conformance
+from draguard.harness.cluster.preflight import require_allocatable
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
+from draguard.harness.kube import Kube
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.console import check_line, check_summary
 from draguard.reports.verdict import write_verdict
@@ -99,6 +102,8 @@ def conformance_command(
     assert kubeconfig and driver_name and device_class
     config = ClusterConfig(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, context=context,
                            nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout)
+    # Pre-flight: every check but one creates claims; with nothing allocatable each would wait for nothing.
+    require_allocatable(Kube.from_kubeconfig(kubeconfig, context), device_class)
     result = run_conformance(config, node_access(fake_driver_root, driver_name, restart_command), _line)
     if out is not None:
         write_verdict(result, out)

@@ -6,7 +6,8 @@ A check that cannot start (a hook it needs cannot be done) is skipped before it 
 capability the ``--capabilities`` file does not declare is not applicable. A driver left down by a
 check fails that check; the suite restarts it or stops with one line naming the cause.
 
-Exit codes: 0 every check passed or was skipped with its reason, 1 a check failed, 2 bad input, or
+Exit codes: 0 every check passed or was skipped with its reason, 1 a check failed, 2 bad input (among
+it, checked before anything starts: no socket at ``--registration-socket`` or ``--plugin-socket``), or
 a check could not be run (an error of the environment) while none failed, 130 interrupted.
 """
 
@@ -19,7 +20,7 @@ import click
 from draguard import reports
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity, sanity_checks
 from draguard.conformance.sanity.capabilities import load_capabilities
-from draguard.harness.core.errors import EXIT_OK
+from draguard.harness.core.errors import EXIT_OK, UsageError
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.console import check_line, check_summary
 
@@ -85,6 +86,10 @@ def command(
         for e in entries:
             click.echo(f"{e.name}\t{e.summary}\t{e.meta.get('source')}")
         return EXIT_OK
+    for flag, sock in (("--registration-socket", registration_socket), ("--plugin-socket", plugin_socket)):
+        if sock is not None and not sock.is_socket():  # pre-flight: nothing there to call
+            raise UsageError(f"{flag} {sock}: {'not a socket' if sock.exists() else 'no such socket'} "
+                             "(is the driver running on this node? it registers in <kubelet dir>/plugins_registry)")
     config = SanityConfig(
         registration_socket=registration_socket.absolute(), kubeconfig=kubeconfig, driver=driver_name,
         plugin_socket=plugin_socket.absolute() if plugin_socket else None, node=node,

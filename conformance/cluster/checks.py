@@ -49,7 +49,7 @@ def _run_one(ctx: ClusterContext, pod: str) -> tuple[str, list[str]]:
 
 @cluster_check("conformance.core.driver-publishes",
                rule="The driver publishes devices in ResourceSlices for the chosen nodes and the DeviceClass exists.",
-               source="KEP-4381 (ResourceSlice, DeviceClass); resource.k8s.io/v1 types.go")
+               source="KEP-4381 (ResourceSlice, DeviceClass); resource.k8s.io/v1 types.go", allocates=False)
 def driver_publishes(ctx: ClusterContext) -> None:
     caps = ctx.capabilities
     expect(bool(caps.get("resourceV1")), f"resource.k8s.io/v1 is not served (served: {caps.get('resourceVersions')})")

@@ -202,11 +202,13 @@ CheckFn = Callable[["ClusterContext"], None]
 
 
 def cluster_check(check_id: str, *, rule: str, source: str, aimed_at: Sequence[str] = (),
-                  needs: Sequence[str] = ()) -> Callable[[CheckFn], CheckFn]:
+                  needs: Sequence[str] = (), allocates: bool = True) -> Callable[[CheckFn], CheckFn]:
     """Register a cluster check ``conformance.<profile>.<name>`` with its rule and source.
 
     ``aimed_at`` names the fake-driver mutants it exists to catch (a test asserts each fails it);
     ``needs`` names what it needs beyond the API (:class:`NodeAccess` methods, capabilities).
+    A check that ``allocates`` devices is skipped before it starts, with the cause, when the
+    DeviceClass selects no published device on the chosen nodes (it would wait for pods that cannot run).
     """
     parts = check_id.split(".")
     if len(parts) != 3 or parts[0] != "conformance" or parts[1] not in PROFILES:
@@ -214,7 +216,7 @@ def cluster_check(check_id: str, *, rule: str, source: str, aimed_at: Sequence[s
     if not source.strip():
         raise DefinitionError(f"conformance check {check_id!r}: say where its rule comes from (source=...)")
     return CHECKS.register(check_id, summary=rule, source=source, aimed_at=tuple(aimed_at), needs=tuple(needs),
-                           profile=parts[1])
+                           profile=parts[1], allocates=allocates)
 
 
 def cluster_checks(profiles: Sequence[str] = PROFILES, select: Sequence[str] = ()) -> list[Entry[Any]]:
@@ -562,7 +564,25 @@ def _names_seen(seen: Mapping[str, Mapping[str, Obj]]) -> set[str]:
 
 def run_check(ctx: ClusterContext, entry: Entry[Any]) -> CheckResult:
     """Run one cluster check with its timeout; whatever happens, a :class:`CheckResult` comes back."""
+    nothing = ctx.capabilities.get("nothingAllocatable")
+    if nothing and entry.meta.get("allocates", True):
+        return CheckResult(entry.name, entry.summary, str(entry.meta.get("source", "")), "skipped",
+                           f"nothing can be allocated: {nothing}")
     return run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
+
+
+def nothing_allocatable(kube: Kube, config: ClusterConfig, nodes: Sequence[str]) -> str:
+    """Why no claim of the suite can be allocated ("" when one can): the pre-flight of every check
+    that creates claims (no DeviceClass, no device it selects, none on the chosen nodes)."""
+    from draguard.harness.cluster.preflight import allocatable
+
+    found = allocatable(kube, config.device_class)
+    if found.problem:
+        return found.problem
+    if not nodes:
+        return (f"{config.driver} publishes no device in a node-local ResourceSlice"
+                + (f" on nodes matching {config.nodes}" if config.nodes else ""))
+    return ""
 
 
 def _nodes(kube: Kube, config: ClusterConfig, slices: list[Obj]) -> list[str]:
@@ -598,6 +618,10 @@ def open_context(config: ClusterConfig, access: Any = None) -> Iterator[ClusterC
         caps["deviceClass"] = kube.get("DeviceClass", config.device_class) is not None
     except (ApiError, HarnessError):
         caps["deviceClass"] = None
+    try:
+        caps["nothingAllocatable"] = nothing_allocatable(kube, config, nodes) or None
+    except UsageError as exc:
+        caps["nothingAllocatable"] = str(exc)
     run_id = uuid.uuid4().hex[:8]
     own = not config.namespace
     namespace = config.namespace or f"draguard-conformance-{run_id}"

@@ -249,3 +249,19 @@ def test_the_fake_drivers_hooks_pass_the_node_to_a_restart_command_as_certify_bu
     with open_context(_config(fake_server, kubeconfig), hooks) as ctx:
         ctx.hook("restart")()
     assert out.read_text().strip() == NODE
+
+
+@pytest.mark.parametrize("flag", ["--registration-socket", "--plugin-socket"])
+def test_the_cli_refuses_a_socket_path_with_no_socket_before_anything_starts(
+    fake_server: PluginServer, kubeconfig: Path, root: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from draguard.cli.main import main
+
+    sockets = {"--registration-socket": str(fake_server.registration_socket), "--plugin-socket": str(fake_server.dra_socket)}
+    sockets[flag] = str(root / "typo.sock")
+    code = main(["sanity", *(a for kv in sockets.items() for a in kv), "--kubeconfig", str(kubeconfig),
+                 "--driver", DEFAULT_DRIVER, "--node", NODE, "--out", str(root / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{flag} {root / 'typo.sock'}: no such socket" in err and "Traceback" not in err
+    assert not (root / "out" / "verdict.json").exists()
