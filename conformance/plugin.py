@@ -3,7 +3,8 @@
 Options: ``--draguard-cluster=local|kubeconfig`` (default local: a real control plane started for the
 session), ``--kubeconfig``, ``--context``, ``--draguard-bin-dir``; and those of the sanity suite
 (``--registration-socket``, ``--plugin-socket``, ``--driver``, ``--node``, ``--cdi-dir``,
-``--restart-command``, ``--fake-driver-root``), read by :mod:`draguard.conformance.sanity.test_sanity`.
+``--restart-command``, ``--fake-driver-root``, ``--capabilities``, ``--idempotent-count``), read by
+:mod:`draguard.conformance.sanity.test_sanity`.
 Fixtures: ``draguard_cluster`` (session scope, a ready cluster) and ``draguard_namespace`` (a fresh
 namespace per test, labelled with the session's run label and removed afterwards).
 Marker: ``cluster`` for tests that need a cluster. Talks to: ``draguard.harness.cluster``.
@@ -117,6 +118,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     sanity.addoption("--cdi-dir", default=None, help="where the driver writes CDI specs")
     sanity.addoption("--restart-command", default=None, help="shell command that restarts the driver")
     sanity.addoption("--fake-driver-root", default=None, help="node root of draguard's fake driver (fault hooks)")
+    sanity.addoption("--capabilities", default=None,
+                     help="YAML/JSON file of what the driver supports; checks for the rest are not applicable")
+    sanity.addoption("--idempotent-count", type=int, default=10,
+                     help="how many times each prepare and unprepare check makes each call (default 10)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

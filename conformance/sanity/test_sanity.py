@@ -1,5 +1,6 @@
 """The sanity suite as pytest: ``pytest --pyargs draguard.conformance.sanity --registration-socket S
---kubeconfig F --driver NAME [--plugin-socket P] [--node N] [--cdi-dir D] [--restart-command CMD]``.
+--kubeconfig F --driver NAME [--plugin-socket P] [--node N] [--cdi-dir D] [--restart-command CMD]
+[--capabilities FILE] [--idempotent-count N]``.
 
 One test per check, named by its id; a check's skip is a pytest skip with the reason, a failure a
 pytest failure with the evidence. The options are registered by the draguard pytest plugin.
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, SanityContext, open_context
+from draguard.conformance.sanity.capabilities import load_capabilities
 from draguard.conformance.sanity.suite import run_check, sanity_checks
 from draguard.harness.core.registry import CHECKS
 
@@ -38,8 +40,10 @@ def sanity_context(request: pytest.FixtureRequest) -> Iterator[SanityContext]:
         node=opt("--node"),
         cdi_dir=path("--cdi-dir"),
         context=opt("--context"),
+        idempotent_count=opt("--idempotent-count"),
+        capabilities=load_capabilities(Path(opt("--capabilities"))) if opt("--capabilities") else None,
     )
-    restart = CommandHooks(opt("--restart-command")) if opt("--restart-command") else None
+    restart = CommandHooks(opt("--restart-command"), node=opt("--node")) if opt("--restart-command") else None
     hooks: object = restart
     if opt("--fake-driver-root"):
         hooks = FakeDriverHooks(opt("--fake-driver-root"), opt("--node"), opt("--driver"), process=restart)
@@ -50,8 +54,8 @@ def sanity_context(request: pytest.FixtureRequest) -> Iterator[SanityContext]:
 @pytest.mark.parametrize("check_id", IDS)
 def test_check(sanity_context: SanityContext, check_id: str) -> None:
     result = run_check(sanity_context, CHECKS.get(check_id))
-    if result.status == "skipped":
-        pytest.skip(result.reason)
+    if result.status in ("skipped", "not-applicable"):
+        pytest.skip(result.reason if result.status == "skipped" else f"not applicable: {result.reason}")
     if result.status != "passed":
         evidence = "\n".join(f"  - {e.message}" for e in result.evidence)
         pytest.fail(f"{check_id} {result.status}: {result.rule}\n{result.reason}\n{evidence}", pytrace=False)

@@ -37,3 +37,18 @@ def test_with_the_options_each_check_is_a_test_named_by_its_id(
     # Without an API server the published devices are unknown: that check fails, naming the cause.
     run.stdout.fnmatch_lines(["*sanity.health.published-devices error*", "*cannot reach the API server*"])
     assert run.parseoutcomes() == {"passed": 8, "failed": 2, "deselected": 27}, run.stdout.str()[-3000:]
+
+
+def test_capabilities_make_checks_not_applicable_in_pytest_too(
+    pytester: pytest.Pytester, fake_server: PluginServer, kubeconfig: Path
+) -> None:
+    caps = pytester.path / "caps.yaml"
+    caps.write_text("healthStream: false\n")
+    run = pytester.runpytest(
+        "--pyargs", "draguard.conformance.sanity", "-rs", "-p", "no:cacheprovider",
+        "--registration-socket", str(fake_server.registration_socket), "--kubeconfig", str(kubeconfig),
+        "--driver", DEFAULT_DRIVER, "--node", NODE, "--capabilities", str(caps), "--idempotent-count", "2",
+        "-k", "health",
+    )
+    run.stdout.fnmatch_lines(["*not applicable: the driver does not declare a health stream*"])
+    assert run.parseoutcomes() == {"passed": 1, "skipped": 3, "deselected": 33}, run.stdout.str()[-3000:]
