@@ -55,4 +55,6 @@ def plan_of(sc: Scenario, seed: int | None = None) -> ScenarioPlan:
         held_back=tuple(held_back),
         steps=tuple(_step(s) for s in sc.timeline),
         hold=tuple(sc.expect.hold), violate=tuple(sc.expect.violate),
+        ignore=tuple((i.invariant, i.reason) for i in sc.expect.ignore),
+        unnamed=tuple(sc.expect.unnamed),
     )
