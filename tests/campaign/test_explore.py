@@ -1,0 +1,183 @@
+"""`draguard explore`: bad input, the plans it draws, the files it writes, and two searches on a real
+local control plane: one against a mutant finds it and writes a scenario that fails on replay with the
+same invariant, one against the correct driver finds nothing.
+
+The starting scenario is ``plain-gang.yaml`` beside this file (a gang of two pods, two GPUs each, on two
+nodes, no chaos). Each example is one scenario run (15-20 s on a loaded two-core machine), so the
+searches get small budgets; the mutant search draws from two fault kinds (``--fault``) so that it
+reaches the bug within that budget. docs/explore.md has the searches over every fault kind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import draguard.chaos  # noqa: F401  (fault kinds)
+from draguard.cli.main import main
+from draguard.harness.campaign.explore import LEFT_OUT, SEARCH, applicable_faults, parse_budget, plan_document, plans
+from draguard.harness.core.errors import UsageError
+from draguard.harness.core.registry import FAULTS
+from draguard.harness.scenario.loader import load_scenario, parse_scenario, problems_of
+from draguard.harness.scenario.write import dump_document
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAIN = Path(__file__).resolve().parent / "plain-gang.yaml"
+LIBRARY = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def _document(path: Path):  # type: ignore[no-untyped-def]
+    problems, document = problems_of(path.read_text(), str(path))
+    assert not problems and document is not None, problems
+    return document
+
+
+# -- bad input: one line, exit 2, nothing started ------------------------------------------------
+
+
+def _external(tmp_path: Path) -> Path:
+    path = tmp_path / "external.yaml"
+    path.write_text("apiVersion: draguard.dev/v1alpha1\nkind: Scenario\nmetadata: {name: ext}\nspec:\n"
+                    "  driver: {kind: external, name: gpu.example.com, deviceClass: gpu.example.com}\n"
+                    "  workloads:\n    - name: w\n      replicas: 1\n      claims:\n        - name: c\n"
+                    "          requests: [{name: r, deviceClassName: gpu.example.com}]\n")
+    return path
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--mutant", "no-such-mutant"], "--mutant 'no-such-mutant': no such mutant; known: batch-abort-on-error"),
+    (["--budget", "0s"], "--budget '0s': must be more than zero"),
+    (["--budget", "0"], "--budget '0': expected a duration like 30s, 10m or 1h"),
+    (["--budget", "half an hour"], "--budget 'half an hour': expected a duration like 30s, 10m or 1h"),
+    (["--fault", "no-such-fault"], "--fault no-such-fault: no such fault kind"),
+    (["--fault", "scheduler-restart"], "no fault kind can be explored on this scenario (scheduler-restart: it restarts"),
+])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", str(PLAIN), *args, "--report-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert says in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "state" / "draguard" / "clusters").exists()  # no control plane was started
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_installed_driver_or_a_missing_file_cannot_be_explored(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", str(_external(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert "driver kind external (an installed driver): explore needs draguard's fake driver" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["explore", str(tmp_path / "nope.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == f"draguard: error: {tmp_path / 'nope.yaml'}: no such file"
+    assert not (tmp_path / "state" / "draguard" / "clusters").exists()
+
+
+def test_a_scenario_on_hollow_kubelets_cannot_be_explored(tmp_path: Path) -> None:
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(PLAIN.read_text().replace("topology: {preset: h100-sxm-4}", "topology: {preset: h100-sxm-4}\n"
+                                              "      agent: kubelet"))
+    with pytest.raises(UsageError, match="run hollow kubelets"):
+        from draguard.harness.campaign.explore import Explorer
+        Explorer(path, mutant=None, budget=60)
+
+
+def test_budgets_are_durations() -> None:
+    assert parse_budget("30s") == 30 and parse_budget("10m") == 600 and parse_budget("1h") == 3600
+    assert parse_budget("1h30m") == 5400
+
+
+# -- what a search draws and writes ----------------------------------------------------------------
+
+
+def test_every_registered_fault_kind_is_searched_or_left_out_with_a_reason() -> None:
+    assert set(FAULTS.names()) == set(SEARCH) | set(LEFT_OUT) and not set(SEARCH) & set(LEFT_OUT)
+    chosen, left = applicable_faults(load_scenario(PLAIN))
+    assert set(chosen) == set(SEARCH) and set(left) == set(LEFT_OUT)
+
+
+def test_an_interposer_fault_needs_the_interposer() -> None:
+    chosen, left = applicable_faults(load_scenario(ROOT / "scenarios" / "interposed-prepare-failure.yaml"))
+    assert "prepare-failure" in chosen
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=[p.stem for p in LIBRARY])
+def test_the_writer_writes_what_the_loader_reads_back_unchanged(path: Path) -> None:
+    document = _document(path)
+    text = dump_document(document, "a header\nof two lines")
+    assert text.startswith("# a header\n# of two lines\napiVersion: draguard.dev/v1alpha1\n")
+    again = _document_text(text)
+    assert again == document
+
+
+def _document_text(text: str):  # type: ignore[no-untyped-def]
+    problems, document = problems_of(text, "<written>")
+    assert not problems and document is not None, problems
+    return document
+
+
+_SCENARIO = load_scenario(PLAIN)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plans(_SCENARIO, applicable_faults(_SCENARIO)[0], 3))
+def test_every_drawn_plan_is_a_valid_scenario_with_the_mutant_and_optional_steps(plan: tuple[dict[str, object], ...]) -> None:
+    document = plan_document(_document(PLAIN), plan, "forget-before-reset")
+    scenario = parse_scenario(dump_document(document))
+    assert scenario.driver.mutant == "forget-before-reset"
+    assert len(scenario.timeline) == len(plan) <= 3
+    assert all(step.optional and step.target is not None for step in scenario.timeline)
+    assert scenario.expect == _SCENARIO.expect  # the starting scenario's expectations, unchanged
+
+
+# -- searches on a local control plane -----------------------------------------------------------
+
+
+def _verdict(report: Path) -> dict[str, object]:
+    data: dict[str, object] = json.loads((report / "verdict.json").read_text())
+    return data
+
+
+def test_a_search_finds_forget_before_reset_and_its_file_fails_on_replay_with_no_leak(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "explore"
+    code = main(["explore", str(PLAIN), "--mutant", "forget-before-reset", "--budget", "100s", "--seed", "0",
+                 "--fault", "reset-failure", "--fault", "driver-restart", "--report-dir", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1, captured.out + captured.err
+    assert "FOUND no-leak violated" in captured.out
+    assert "replay: violated again" in captured.out
+    files = sorted(out.glob("*.yaml"))
+    assert [f.name for f in files] == ["plain-gang-no-leak.yaml"]
+    written = load_scenario(files[0])
+    assert written.driver.mutant == "forget-before-reset"
+    assert any(step.fault == "reset-failure" for step in written.timeline)
+    assert written.expect == load_scenario(PLAIN).expect
+    # An ordinary `draguard run` of the file, on a control plane of its own, fails on the same invariant.
+    report = tmp_path / "replay"
+    assert main(["run", str(files[0]), "--report-dir", str(report), "--report", "json"]) == 1
+    verdict = _verdict(report)
+    scenario = verdict["scenarios"][0]  # type: ignore[index]
+    assert scenario["invariants"]["no-leak"]["status"] == "violated"  # type: ignore[index]
+    assert not (tmp_path / "state" / "draguard" / "clusters").exists() or not any(
+        (tmp_path / "state" / "draguard" / "clusters").iterdir())
+
+
+def test_a_search_of_the_correct_driver_finds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "explore"
+    code = main(["explore", str(PLAIN), "--budget", "90s", "--seed", "2", "--report-dir", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    assert "no invariant was violated" in captured.out
+    ran = int(captured.out.split(": ", 1)[1].split(" example(s)")[0])
+    assert ran >= 3, captured.out  # it did explore: the starting scenario and at least two drawn plans
+    assert "s error: " not in captured.err
+    assert not list(out.glob("*.yaml"))
