@@ -151,7 +151,7 @@ def e2e_log(result: RunResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _readme(product: Mapping[str, Any], result: RunResult, reproduce: str) -> str:
+def _readme(product: Mapping[str, Any], result: RunResult, reproduce: str, extra: list[tuple[str, str]] | None = None) -> str:
     env = result.environment
     return (
         f"# DRA driver certification: {product['vendor']} {product['name']} {product['version']}\n\n"
@@ -167,7 +167,8 @@ def _readme(product: Mapping[str, Any], result: RunResult, reproduce: str) -> st
         "- `e2e.log`: each check's rule, source, outcome and evidence\n- `verdict.json`: the result\n"
         "- `environment.json`: Kubernetes version, feature gates, draguard version, nodes, driver\n"
         "- `evidence/`: claims, slices, events, gRPC call traces and logs collected during the run\n"
-        f"- `{MANIFEST}`: SHA-256 of every other file\n"
+        + "".join(f"- `{name}`: {what}\n" for name, what in extra or ())
+        + f"- `{MANIFEST}`: SHA-256 of every other file\n"
     )
 
 
@@ -204,7 +205,10 @@ def write_bundle(
     write_atomic(out / "e2e.log", e2e_log(result))
     write_verdict(result, out)
     write_atomic(out / "environment.json", json.dumps(dict(environment), indent=2, default=str) + "\n")
-    write_atomic(out / "README.md", _readme(product, result, reproduce))
+    extra = ([(SUBMISSION, "the submission's Kubernetes version, profiles, required checks and programmes")]
+             if submission is not None else []) + [(rel, "rendered for a certification programme")
+                                                   for rel in sorted(rendered or {})]
+    write_atomic(out / "README.md", _readme(product, result, reproduce, extra))
     if submission is not None:
         write_atomic(out / SUBMISSION, json.dumps(dict(submission), indent=2) + "\n")
     for rel, text in dict(rendered or {}).items():
