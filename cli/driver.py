@@ -51,7 +51,7 @@ def _mutant_help() -> str:
     "--node-root",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="where the node's hardware (device truth) and CDI specs live [default: --root]",
+    help="where the node's hardware (device truth) and CDI specs live [default: the --root folder]",
 )
 @click.option("--driver", "driver_name", default=DEFAULT_DRIVER, show_default=True, help="driver name")
 @click.option("--devices", type=click.IntRange(1, 512), default=None, help="N generic GPUs [default: 8]")

@@ -49,7 +49,7 @@ __all__ = ["command"]
 
 
 @click.command("load")
-@click.option("--cluster", "cluster_name", default=None, help="A local draguard cluster by name [default: 'default'].")
+@click.option("--cluster", "cluster_name", default=None, help="A local draguard cluster by name [default: default].")
 @options.kube_target("Any cluster's kubeconfig (refused unless --allow-context names its context, or it is local).",
                      allow=True)
 @click.option("--namespace", default=None, help="Namespace for the load [default: a new one, deleted afterwards].")
