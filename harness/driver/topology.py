@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from draguard.harness.core.errors import Problem, UsageError
 from draguard.harness.core.registry import Registry
-from ..scenario.model import (
+from draguard.harness.dralimits import (
     MAX_ATTRIBUTE_INT,
     MAX_ATTRIBUTE_STRING,
     MAX_ATTRIBUTES_PER_DEVICE,
@@ -79,8 +79,8 @@ PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 
 # Bounds on every count of a topology file, checked when the file is validated, before :func:`resolve`
 # builds a device, counter or partition from it. Device index, NUMA node, attributes, quantities and
-# devices per file are the scenario format's (harness/scenario/model.py): a scenario topology becomes
-# a topology file.
+# devices per file are those the scenario format shares (harness/dralimits.py): a scenario topology
+# becomes a topology file.
 MAX_MULTIPROCESSORS = 4096
 """Multiprocessors (SMs, CUs) of a partitionable device (an H100 has 132, an MI300X 304)."""
 MAX_PROFILE_ID = 1023

@@ -20,13 +20,12 @@ from pydantic import ValidationError
 from draguard.harness.agents import CAPABILITIES, capable
 from draguard.harness.agents import MAX_NODES as AGENT_MAX_NODES
 from draguard.harness.core.registry import Registry
+from draguard.harness.dralimits import MAX_DEVICE_INDEX, MAX_NUMA_NODE
 from draguard.harness.scenario.model import (
     MAX_CLAIMS,
     MAX_CLAIMS_PER_POD,
-    MAX_DEVICE_INDEX,
     MAX_NODES,
     MAX_NODES_PER_GROUP,
-    MAX_NUMA_NODE,
     MAX_PODS,
     MAX_REPLICAS,
 )
@@ -124,6 +123,9 @@ def lacking(driver_kind: str, backend: str, interpose: bool) -> dict[str, str]:
         lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
     if not interpose:
         lacks["interposer"] = "spec.driver.interpose is not true"
+    # Neither the interposer's record (harness/proxy) nor the run's DriverCalls carry the devices a
+    # prepare answered yet (DriverCall.answers): what needs them is not judged, and says so.
+    lacks["interposer-answers"] = "runs do not record the devices a driver answers at prepare yet"
     return lacks
 
 

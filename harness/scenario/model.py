@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -33,6 +32,18 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from draguard.harness.core.paths import DEFAULT_DRIVER
+from draguard.harness.dralimits import (
+    MAX_DEVICES_PER_NODE,
+    MAX_DEVICE_INDEX,
+    MAX_NUMA_NODE,
+    MAX_ATTRIBUTES_PER_DEVICE,
+    MAX_ATTRIBUTE_INT,
+    MAX_ATTRIBUTE_STRING,
+    MAX_QUANTITY,
+    MAX_REQUESTS_PER_CLAIM,
+    MAX_DEVICES_PER_REQUEST,
+    quantity_amount,
+)
 from draguard.harness.scenario.types import (
     API_VERSION,
     KIND,
@@ -95,29 +106,14 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # Bounds on every count and size. Validation enforces each before anything is built from it (a node
 # list, pod names, devices, threads, command lines); the schema publishes them as ``maximum``,
-# ``maxItems`` and ``maxProperties``. Cross-field totals live in checks.py. The device bounds are
-# shared with the fake driver's topology files (harness/driver/topology.py), which a scenario's
+# ``maxItems`` and ``maxProperties``. Cross-field totals live in checks.py. The device and API bounds
+# (harness/dralimits.py) are shared with the fake driver's topology files, which a scenario's
 # ``topology`` becomes.
 
 MAX_NODES_PER_GROUP = 1000
 """``nodes[].count``."""
 MAX_NODES = 5000
 """All node groups together (and so the length of ``nodes``: a group has at least one node)."""
-MAX_DEVICES_PER_NODE = 128
-"""``topology.gpus`` and ``topology.devices``: one ResourceSlice holds at most 128 devices (resource/v1)."""
-MAX_DEVICE_INDEX = 1023
-"""A device's ``index`` attribute."""
-MAX_NUMA_NODE = 1023
-"""A device's ``numaNode`` attribute (Linux builds with at most 1024 NUMA nodes)."""
-MAX_ATTRIBUTES_PER_DEVICE = 32
-"""A device's attributes, and its capacities, each: resource/v1 takes at most 32 of both together per
-device, and the API server judges that sum with what the driver adds."""
-MAX_ATTRIBUTE_INT = 2**63 - 1
-"""An integer attribute is an int64 in the API."""
-MAX_ATTRIBUTE_STRING = 64
-"""A string attribute's length (resource/v1)."""
-MAX_QUANTITY = 2**63 - 1
-"""A quantity (``80Gi``, ``4``), in its base unit: a device's memory and capacities."""
 MAX_REPLICAS = 10_000
 """``workloads[].replicas`` (and ``minCount``, ``when.count``, ``progress.count``; a member index is below it)."""
 MAX_PODS = 20_000
@@ -128,10 +124,6 @@ MAX_CLAIMS_PER_POD = 32
 """``workloads[].claims``: the ResourceClaims of each pod."""
 MAX_CLAIMS = 40_000
 """All ResourceClaims together: each pod's template claims plus each workload's shared ones."""
-MAX_REQUESTS_PER_CLAIM = 32
-"""A claim's ``requests``, ``constraints`` and ``config`` (resource/v1's limit for each)."""
-MAX_DEVICES_PER_REQUEST = 128
-"""A request's (or sub-request's) ``count``: no node publishes more devices than a slice holds."""
 MAX_EXTENDED_RESOURCE = 128
 """A legacy extended resource's amount per pod."""
 MAX_EXTENDED_RESOURCES = 32
@@ -243,23 +235,8 @@ _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]{0,31}"
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-_QUANTITY_FACTOR: dict[str, Decimal] = {
-    "": Decimal(1), "m": Decimal("0.001"),
-    **{s: Decimal(10) ** (3 * (i + 1)) for i, s in enumerate("kMGTPE")},
-    **{s + "i": Decimal(2) ** (10 * (i + 1)) for i, s in enumerate("KMGTPE")},
-}  # fmt: skip
 
 
-def quantity_amount(value: str) -> Decimal:
-    """The amount of a quantity (``"80Gi"`` -> 85899345920) in its base unit.
-
-    A :class:`~decimal.Decimal`, so that a number of any length is compared, never converted to an
-    int or float (Python refuses long digit strings, and a float overflows to infinity)."""
-    match = _QUANTITY.match(value)
-    if match is None:
-        raise ValueError(f"expected a Kubernetes quantity like '80Gi' or '4', got {_short_text(value)}")
-    return Decimal(match.group(1)) * _QUANTITY_FACTOR[match.group(2) or ""]
 
 
 def _short_text(value: str) -> str:
