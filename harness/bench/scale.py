@@ -564,7 +564,7 @@ def _incremental_round_ms(snap: Any, repeat: int) -> float:
     import copy
 
     from draguard.harness.invariants import evaluate
-    from draguard.harness.runner.incremental import INCREMENTAL, Incremental
+    from draguard.harness.judge.incremental import INCREMENTAL, Incremental
 
     samples = []
     for _ in range(repeat):

@@ -29,25 +29,23 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..driver.faults import CrashPoint
+from ..fleet.base import Fleet
 from draguard.harness.core.errors import UsageError
 from ..kube import Kube, Obj
 from ..result import LoadSummary
 from ..scenario.types import Scenario, Step, Target
 from .deploy import MEMBER_LABEL, WORKLOAD_LABEL
 from .journal import Journal, UndoAction
-from .observe import Observer, Timeline
+from ..judge.observe import Observer, Timeline
 
 if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
-    from ..driver.host import DriverHostProcess
     from ..driver.process import FakeDriverProcess
-    from ..kubelet.process import HollowKubelet
     from ..nodes.process import FakeNodesProcess
     from ..proxy.faults import FaultRule, FaultSet
-    from ..proxy.interposer import Interposer
 
 __all__ = ["RunHandles", "StepContext", "FakeDriverControl", "Undo", "CrashPoint"]
 
@@ -74,29 +72,17 @@ class RunHandles:
     observer: Observer
     node_root: Path
     cluster: LocalCluster | None = None
-    drivers: dict[str, FakeDriverProcess] = field(default_factory=dict)
-    nodes: FakeNodesProcess | None = None
-    kubelets: dict[str, HollowKubelet] = field(default_factory=dict)
-    """The hollow DRA kubelets of the nodes with ``agent: kubelet``, by node name."""
+    fleet: Fleet = field(default_factory=Fleet)
+    """Who runs the nodes and drivers (its processes, the interposer); an empty one until it starts."""
     undo: list[Undo] = field(default_factory=list)
     create_workload: Callable[[str], None] | None = None
     """Creates the pods of a workload held back for a later step (``arrive``, ``preempt``)."""
-    interposer: Interposer | None = None
-    """The gRPC interposer between the fake nodes and the driver (``driver.interpose``)."""
-    rpc_faults: FaultSet | None = None
-    """The interposer's rules in force, added to in process by ``inject_rpc_fault``."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when the cleanup phase starts: waits and durations of steps end."""
-    driver_host: DriverHostProcess | None = None
-    """The one process serving every node's fake driver (``driver.hosting: shared``); ``drivers`` then
-    holds a handle per node on it."""
     kubeconfig: str | None = None
     """The kubeconfig of the run's cluster (for steps that start processes against it, e.g. ``load``)."""
     report_dir: Path | None = None
     """This scenario's report folder (``<report-dir>/<scenario>``), for steps that write evidence."""
-    external_drivers: dict[str, Any] = field(default_factory=dict)
-    """The upstream DRA test driver's process per node, when the run started it (``draguard run
-    --cluster local --driver test-driver.cdi.k8s.io``)."""
 
     @property
     def driver_name(self) -> str:
@@ -248,7 +234,7 @@ class StepContext:
     # -- what the run started --------------------------------------------------------------------
     def fake_driver(self, node: str) -> FakeDriverControl:
         """The fake driver of ``node``; a clear error for an external driver."""
-        proc = self._run.drivers.get(node)
+        proc = self._run.fleet.drivers.get(node)
         if proc is None:
             raise UsageError(
                 f"step {self.step.name}: fault {self.step.fault} needs draguard's fake driver on node {node}; "
@@ -272,7 +258,7 @@ class StepContext:
         """A clear error unless the hardware of fake node ``node`` (its device truth) has every one of ``devices``."""
         from ..devices.truth import DeviceTruth
 
-        if node not in self._run.drivers:
+        if node not in self._run.fleet.drivers:
             raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs a fake node's device truth; "
                              f"node {node} has none (an external driver on a real node)")  # fmt: skip
         have = DeviceTruth(self._run.node_root, node).read().devices
@@ -283,11 +269,11 @@ class StepContext:
 
     @property
     def has_interposer(self) -> bool:
-        return self._run.rpc_faults is not None
+        return self._run.fleet.rpc_faults is not None
 
     def inject_rpc_fault(self, rule: FaultRule) -> bool:
         """Add ``rule`` at the interposer for each targeted node (default: all); False when there is none."""
-        faults = self._run.rpc_faults
+        faults = self._run.fleet.rpc_faults
         if faults is None:
             return False
         self.before(UndoAction("none", {"why": "the interposer's rules live in the run's process"}))
@@ -302,8 +288,8 @@ class StepContext:
         """Kill (or stop) and restart the agents of ``nodes`` (default: every node): the fake node agent
         process (one for all fake nodes) and each targeted hollow kubelet."""
         targets = nodes if nodes is not None else self.node_names()
-        kubelets = [self._run.kubelets[n] for n in targets if n in self._run.kubelets]
-        fake = [n for n in targets if n not in self._run.kubelets]
+        kubelets = [self._run.fleet.kubelets[n] for n in targets if n in self._run.fleet.kubelets]
+        fake = [n for n in targets if n not in self._run.fleet.kubelets]
         self.before(UndoAction("none", {"why": "the agent is started again by the step itself"}))
         for kubelet in kubelets:
             kubelet.restart(kill=kill)
@@ -319,7 +305,7 @@ class StepContext:
         """Stop (or resume) a node's heartbeats and pod syncs; journaled when it is lost. A fake node
         stops acting while its agent goes on; a hollow kubelet is killed (its lease expires) and started
         again from its checkpoint when the node returns."""
-        kubelet = self._run.kubelets.get(node)
+        kubelet = self._run.fleet.kubelets.get(node)
         if kubelet is not None:
             if lost:
                 self.before(UndoAction("none", {"why": f"the kubelet of {node} is started again or stopped at teardown"}))
@@ -335,9 +321,9 @@ class StepContext:
         agent.set_lost(node, lost)
 
     def _nodes(self) -> FakeNodesProcess:
-        if self._run.nodes is None:
+        if self._run.fleet.nodes is None:
             raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs draguard's fake nodes")
-        return self._run.nodes
+        return self._run.fleet.nodes
 
     def restart_component(self, component: str) -> None:
         """Restart ``kube-<component>`` of the local control plane."""

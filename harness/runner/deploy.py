@@ -1,14 +1,18 @@
 """Kubernetes objects for a scenario: device classes, claims and templates, gangs of pods, PodGroups.
 
 Pure functions from the validated scenario (``draguard.harness.scenario.types``) to v1 object dicts;
-every object carries the run label. The runner creates them; tests check their shape without a cluster.
+every object carries the run label; tests check their shape without a cluster. :class:`Deployment`
+creates them in the run's cluster (the runner's deploy phase, and the workloads a later step brings).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
-from ..kube import RUN_LABEL, Obj
+from draguard.harness.core.errors import HarnessError
+from ..kube import BULK_PARALLEL, RUN_LABEL, ApiError, Kube, Obj
 from ..scenario.types import Claim, DeviceClass, Request, Scenario, SubRequest, Toleration, Workload
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "priority_class_name",
     "creation_order",
     "deferred_workloads",
+    "Deployment",
 ]
 
 WORKLOAD_LABEL = "draguard.dev/workload"
@@ -226,3 +231,68 @@ def creation_order(scenario: Scenario) -> list[tuple[Workload, int]]:
                     order.append((g, i))
         placed.update(g.name for g in group)
     return order
+
+
+class Deployment:
+    """Creates a run's objects in ``namespace``: the deploy phase (:meth:`deploy`), the pods of a workload
+    a later step brings (:meth:`create_workload`); notes in ``created`` the workloads whose pods are all
+    created (the judge's Gang.created)."""
+
+    def __init__(self, kube: Kube, scenario: Scenario, namespace: str, run_id: str, created: set[str]) -> None:
+        self.kube, self.scenario, self.namespace, self.run_id, self.created = kube, scenario, namespace, run_id, created
+
+    def deploy(self, log: Callable[[str], None]) -> None:
+        """DeviceClasses, PriorityClasses, claims and templates, PodGroups, then the pods (interleaved
+        where the scenario says), once the namespace is ready."""
+        from draguard.harness.campaign.retarget import pinned_nodes
+
+        sc = self.scenario
+        self.kube.wait_namespace_ready(self.namespace)
+        for dc in sc.device_classes:
+            self.create(device_class(dc, self.run_id))
+        for value in sorted({w.priority for w in sc.workloads if w.priority is not None and not w.priority_class_name}):
+            self.create(priority_class(self.run_id, value))
+        first: list[Obj] = []
+        for w in sc.workloads:
+            first += claim_objects(w, self.namespace, self.run_id)
+            if w.gang == "podgroup":
+                first.append(pod_group(w, self.namespace, self.run_id))
+        self.create_all(first)
+        # Workloads that arrive with a later step (preempt) are held back until it creates them.
+        deferred = deferred_workloads(sc)
+        pinned = pinned_nodes(sc)
+        pods = [pod(w, member, self.namespace, self.run_id, sc.name, pinned)
+                for w, member in creation_order(sc) if w.name not in deferred]  # fmt: skip
+        started = time.monotonic()
+        # Interleaved workloads (a0, b0, a1, ...) reproduce a race that needs that order: one at a time.
+        ordered = any(w.interleave_with for w in sc.workloads)
+        self.create_all(pods, parallel=1 if ordered else BULK_PARALLEL)
+        self.created.update(w.name for w in sc.workloads if w.name not in deferred)
+        elapsed = time.monotonic() - started
+        log(f"deployed {len(pods)} pods in {len(sc.workloads)} workload(s) in {elapsed:.1f}s "
+            f"({len(pods) / max(elapsed, 1e-3):.0f}/s, {'in order' if ordered else f'{BULK_PARALLEL} at a time'})")
+
+    def create_workload(self, workload: str) -> None:
+        """Create the pods of a deferred workload (``arrive``, ``preempt``)."""
+        from draguard.harness.campaign.retarget import pinned_nodes
+
+        w = self.scenario.workload(workload)
+        self.create_all([pod(w, member, self.namespace, self.run_id, self.scenario.name, pinned_nodes(self.scenario))
+                         for member in range(w.replicas)])  # fmt: skip
+        self.created.add(w.name)
+
+    def create_all(self, objs: list[Obj], parallel: int = BULK_PARALLEL) -> None:
+        """Create ``objs`` with at most ``parallel`` requests in flight; the first error is raised."""
+        for obj, result in zip(objs, self.kube.bulk(self.create, objs, parallel)):
+            if isinstance(result, HarnessError):
+                raise result
+            if isinstance(result, Exception):
+                md = obj["metadata"]
+                raise HarnessError(f"creating {obj['kind']} {md.get('namespace', '')}/{md['name']}: {result}") from result
+
+    def create(self, obj: Obj) -> Obj:
+        try:
+            return self.kube.create(obj)
+        except ApiError as exc:
+            md = obj["metadata"]
+            raise HarnessError(f"creating {obj['kind']} {md.get('namespace', '')}/{md['name']}: {exc}") from exc

@@ -19,7 +19,7 @@ from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import LoadPhase
 from draguard.harness.runner.context import RunHandles
 from draguard.harness.runner.journal import Journal
-from draguard.harness.runner.observe import Timeline
+from draguard.harness.judge.observe import Timeline
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.runner.timeline import StepRun
 from draguard.harness.scenario.loader import load_scenario

@@ -9,7 +9,7 @@ from typing import Any
 
 from draguard.harness.bench.scale import _synthetic
 from draguard.harness.invariants import evaluate
-from draguard.harness.runner.incremental import INCREMENTAL, Incremental
+from draguard.harness.judge.incremental import INCREMENTAL, Incremental
 
 NAMES = sorted(INCREMENTAL)
 

@@ -13,7 +13,7 @@ import pytest
 import draguard.chaos  # noqa: F401  (registers fault kinds for validation)
 from draguard.harness.kube import RUN_LABEL
 from draguard.harness.result import ScenarioResult
-from draguard.harness.runner import runner as runner_module
+from draguard.harness.judge import judge as judge_module
 from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
 from draguard.harness.scenario.loader import parse_scenario
 
@@ -60,7 +60,7 @@ def _transient_double_allocation_before_deploy(monkeypatch: pytest.MonkeyPatch) 
         while any(c["metadata"]["name"] in names for c in self.live_objects("ResourceClaim")):
             assert time.monotonic() < deadline, "the run's watch still has the claims"
             time.sleep(0.1)
-        seen_at_deploy.append(len(self.violations["no-double-allocation"]))
+        seen_at_deploy.append(len(self.judge.violations["no-double-allocation"]))
         deploy(self)
 
     monkeypatch.setattr(Runner, "_deploy", deploy_after_a_transient_violation)
@@ -74,7 +74,7 @@ def _run_and_check_reported(tmp_path: Path, seen_at_deploy: list[int]) -> Scenar
     result = runner.run()
     assert result.error is None, result.error
     assert seen_at_deploy == [1], seen_at_deploy
-    (evidence,) = runner.violations["no-double-allocation"].values()
+    (evidence,) = runner.judge.violations["no-double-allocation"].values()
     assert {"twice-0", "twice-1"} <= {o.rsplit("/", 1)[-1] for o in evidence.objects}, evidence
     return result
 
@@ -91,5 +91,5 @@ def test_a_changed_claim_is_judged_without_waiting_for_a_full_round(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Full rounds (every node's driver books and device truth) an hour apart: the claims rounds, run
     as claims change, still report the 2 s double allocation while it lasts."""
-    monkeypatch.setattr(runner_module, "JUDGE_INTERVAL", 3600.0)
+    monkeypatch.setattr(judge_module, "JUDGE_INTERVAL", 3600.0)
     _run_and_check_reported(tmp_path, _transient_double_allocation_before_deploy(monkeypatch))

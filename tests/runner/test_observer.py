@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from draguard.harness.runner.deploy import WORKLOAD_LABEL
-from draguard.harness.runner.observe import Observer, Timeline, _Watched
+from draguard.harness.judge.observe import Observer, Timeline, _Watched
 
 POD = _Watched("Pod", "ns", None, None)
 

@@ -16,9 +16,10 @@ from draguard.harness.devices.truth import DeviceTruth, InstalledDevice
 from draguard.harness.driver import faults
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.registry import FAULTS
+from draguard.harness.fleet.fake import FakeFleet
 from draguard.harness.runner.context import RunHandles, StepContext
 from draguard.harness.runner.journal import Journal
-from draguard.harness.runner.observe import Timeline
+from draguard.harness.judge.observe import Timeline
 from draguard.harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +34,11 @@ def _step_context(tmp_path: Path, params: dict[str, Any]) -> StepContext:
     step = dataclasses.replace(step, params=FAULTS.get("reset-failure").params.model_validate(params))
     DeviceTruth(tmp_path, NODE).install([InstalledDevice(n, f"GPU-{n}") for n in ("gpu-0", "gpu-1")])
     driver = SimpleNamespace(root=tmp_path, node=NODE, driver=DRIVER)  # what FakeDriverControl reads
+    fleet = FakeFleet()
+    fleet.drivers[NODE] = driver  # type: ignore[assignment]
     run = RunHandles(run_id="t", scenario=scenario, kube=None, namespace="ns",  # type: ignore[arg-type]
                      journal=Journal("t", tmp_path / "journal"), timeline=Timeline(), observer=None,  # type: ignore[arg-type]
-                     node_root=tmp_path, drivers={NODE: driver})  # type: ignore[dict-item]
+                     node_root=tmp_path, fleet=fleet)
     return StepContext(run, step, random.Random(0))
 
 

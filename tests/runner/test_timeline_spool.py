@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from draguard.harness.runner.observe import Timeline
+from draguard.harness.judge.observe import Timeline
 
 
 def test_spooled_timeline_keeps_few_entries_in_memory_and_loses_none(tmp_path: Path) -> None:

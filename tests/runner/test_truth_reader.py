@@ -38,13 +38,13 @@ def test_a_nodes_truth_is_parsed_once_while_unchanged_and_read_again_when_it_cha
     real = truth_module.NodeTruth.from_json
     monkeypatch.setattr(truth_module.NodeTruth, "from_json", classmethod(lambda cls, d: parsed.append(1) or real(d)))
 
-    first = runner._truth(root, "n0").read()
+    first = runner.judge.truth(root, "n0").read()
     for _ in range(5):
-        assert runner._truth(root, "n0").read() is first
+        assert runner.judge.truth(root, "n0").read() is first
     assert len(parsed) == 1, "an unchanged truth was parsed again"
 
     machine.set_health("gpu-0", "XID 79: fallen off the bus")
-    changed = runner._truth(root, "n0").read()
+    changed = runner.judge.truth(root, "n0").read()
     assert changed.devices["gpu-0"].health == "unhealthy"
     assert len(parsed) == 2
 
@@ -65,8 +65,8 @@ def test_a_drivers_books_changed_in_the_tick_of_the_last_read_are_seen(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path / "r"))
     root = tmp_path / "nodes"
-    runner._handles = SimpleNamespace(  # type: ignore[assignment]
-        drivers={"n0": SimpleNamespace(root=root, node_root=root)}, driver_name=DEFAULT_DRIVER)
+    runner.judge._run = SimpleNamespace(  # type: ignore[assignment]
+        fleet=SimpleNamespace(drivers={"n0": SimpleNamespace(root=root, node_root=root)}), driver_name=DEFAULT_DRIVER)
     ref = ClaimRef("ns", "c1", "uid-1")
     claim = {"metadata": {"name": "c1", "namespace": "ns", "uid": "uid-1"}, "status": {"allocation": {"devices": {
         "results": [{"request": "r", "driver": DEFAULT_DRIVER, "pool": "n0", "device": "gpu-0"}]}}}}
@@ -76,8 +76,8 @@ def test_a_drivers_books_changed_in_the_tick_of_the_last_read_are_seen(
     assert driver.prepare([ref])[ref.uid].error == ""
     tick = (time.time_ns(), 4096)
     monkeypatch.setattr(state, "file_stamp", lambda path: tick)
-    assert set(runner._driver_state("n0").prepared) == {ref.uid}
-    assert runner._driver_state("n0").cdi_specs == {ref.uid}
+    assert set(runner.judge.driver_state("n0").prepared) == {ref.uid}
+    assert runner.judge.driver_state("n0").cdi_specs == {ref.uid}
     assert driver.unprepare([ref]) == {ref.uid: ""}
-    books = runner._driver_state("n0")
+    books = runner.judge.driver_state("n0")
     assert books.prepared == {} and books.cdi_specs == frozenset()

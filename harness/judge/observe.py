@@ -22,7 +22,7 @@ from typing import Any
 
 from draguard.harness.core.errors import HarnessError
 from ..kube import ApiError, Kube, Obj
-from .deploy import WORKLOAD_LABEL
+from ..runner.deploy import WORKLOAD_LABEL
 
 __all__ = ["Timeline", "TimelineEntry", "Observer", "summarize", "details", "pod_facts"]
 

@@ -1,0 +1,182 @@
+"""What a fleet is: who runs a scenario's nodes and drivers, started, stopped and reported as one.
+
+A :class:`Fleet` starts the processes that play the nodes and the DRA driver of one run (fake node
+agents, hollow kubelets, the fake driver per node or hosted, the upstream test driver, the gRPC
+interposer in front of a driver), keeps them as its own state, stops them at teardown, and says as
+data (:attr:`Fleet.capabilities`, names from :data:`FLEET_CAPABILITIES`) what a run on it can do to
+them, so that steps and invariants can declare what they need. Each process is a
+:class:`~draguard.harness.core.process.NodeProcess`.
+
+Fleets register by name in :data:`FLEETS` (``fake``, ``kubelet``, ``external``, ``installed``); the
+runner picks one with :func:`fleet_for` and talks to it through this interface only. What a fleet
+needs of the run (the cluster, the journal, the watches) comes in a :class:`FleetRun`: a fleet does
+not import the runner.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, ClassVar
+
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.process import NodeProcess
+from draguard.harness.core.progress import Counted
+from draguard.harness.core.registry import Registry
+from ..invariants import DeviceId, NodeDriverState
+from ..kube import Kube, Obj
+from ..scenario.types import Scenario
+
+if TYPE_CHECKING:
+    from ..cluster.local import LocalCluster
+    from ..driver.external import ExternalPluginProcess
+    from ..driver.host import DriverHostProcess
+    from ..driver.process import FakeDriverProcess
+    from ..kubelet.process import HollowKubelet
+    from ..nodes.process import FakeNodesProcess
+    from ..proxy.faults import FaultSet
+    from ..proxy.interposer import Interposer
+
+__all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for"]
+
+FLEET_CAPABILITIES: Mapping[str, str] = MappingProxyType({
+    "restart-driver": "a node's driver can be killed, crashed and started again",
+    "kill-node": "a node's agent can be killed, lost and started again",
+    "device-truth": "each node's hardware (its device truth) can be read and failed",
+    "driver-books": "the driver's own records (its checkpoint) can be read",
+    "interpose": "the gRPC interposer can sit between the nodes and the driver",
+})
+"""What a fleet may offer a run; a fleet lists those it offers in :attr:`Fleet.capabilities`."""
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """What a fleet needs of the run it serves."""
+
+    run_id: str
+    scenario: Scenario
+    kube: Kube
+    cluster: LocalCluster | None
+    """The control plane draguard started for the run; None on a cluster of someone else's."""
+    kubeconfig: Path
+    node_root: Path
+    """Where the nodes' directories (sockets, checkpoints, device truth, CDI specs) live."""
+    bin_dir: str | None
+    report_dir: Path
+    """This scenario's report folder."""
+    journal_process: Callable[[int, str], None]
+    """Journals a process the fleet started (``draguard cleanup`` stops it after a crash)."""
+    create: Callable[[Obj], Obj]
+    """Creates an API object of the run (it carries the run label)."""
+    slices: Callable[[], list[Obj]]
+    """The ResourceSlices of the run's driver the run's watch holds now."""
+    wait_for: Callable[[Callable[[], bool], float], bool]
+    """Waits, on every change the watches see, until the predicate holds or the timeout passed."""
+    log: Callable[[str], None]
+    progress: Callable[[str], None]
+
+
+class Fleet:
+    """The processes of one run's nodes and drivers. Nothing runs until :meth:`start`; :meth:`stop`
+    stops whatever was started, in the order the nodes need (drivers, then agents, then the interposer)."""
+
+    name: ClassVar[str] = ""
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    """Names from :data:`FLEET_CAPABILITIES`."""
+
+    def __init__(self) -> None:
+        self.drivers: dict[str, FakeDriverProcess] = {}
+        """The fake driver of each node (a handle on the driver host when it is hosted)."""
+        self.driver_host: DriverHostProcess | None = None
+        """The one process serving every node's fake driver (``driver.hosting: shared``)."""
+        self.nodes: FakeNodesProcess | None = None
+        """The fake node agents (one process for every node with ``agent: fake``)."""
+        self.kubelets: dict[str, HollowKubelet] = {}
+        """The hollow DRA kubelets of the nodes with ``agent: kubelet``, by node name."""
+        self.external_drivers: dict[str, ExternalPluginProcess] = {}
+        """The upstream DRA test driver's process per node, when the run started it."""
+        self.interposer: Interposer | None = None
+        """The gRPC interposer between the nodes and the driver (``driver.interpose``)."""
+        self.rpc_faults: FaultSet | None = None
+        """The interposer's rules in force, added to in process by the steps."""
+        self.inventory: frozenset[DeviceId] = frozenset()
+        """Every device the driver published once the fleet was up (what no-leak compares with)."""
+        self.node_root: Path | None = None
+
+    def start(self, run: FleetRun) -> None:
+        """Start the nodes and the driver; returns once the driver published its devices."""
+        raise NotImplementedError(f"fleet {self.name or type(self).__name__} cannot start")
+
+    def offers(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def processes(self) -> Iterator[NodeProcess]:
+        """Every process the fleet started (a hosted node's driver is its host's)."""
+        yield from self.external_drivers.values()
+        if self.driver_host is not None:
+            yield self.driver_host
+        else:
+            yield from self.drivers.values()
+        yield from self.kubelets.values()
+        if self.nodes is not None:
+            yield self.nodes
+
+    def external_states(self) -> tuple[NodeDriverState, ...]:
+        """What the upstream test driver holds prepared on each node it runs on for this run, seen from
+        outside: its CDI spec files (one per claim and request, removed at unprepare; it keeps no other
+        record on disk: test/e2e/dra/test-driver/app/kubeletplugin.go)."""
+        out = []
+        for node, proc in self.external_drivers.items():
+            uids = frozenset(proc.prepared_claims())
+            out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids))
+        return tuple(out)
+
+    def stop(self) -> None:
+        """Stop every process the fleet started, then the interposer."""
+        for proc in self.processes():
+            proc.stop()
+        if self.interposer is not None:
+            self.interposer.stop()
+            shutil.rmtree(f"{self.node_root}-plugins", ignore_errors=True)
+
+    # -- for the fleets --------------------------------------------------------------------------
+    @staticmethod
+    def journal(run: FleetRun, proc: NodeProcess, title: str | None = None) -> None:
+        if proc.pid:
+            run.journal_process(proc.pid, title or proc.title)
+
+    def wait_slices(self, run: FleetRun, pools: set[str], timeout: float) -> None:
+        """Wait until the driver published a ResourceSlice with devices in each of ``pools``; note the
+        devices published then as the fleet's :attr:`inventory`."""
+
+        def ready() -> bool:
+            have = {s["spec"]["pool"]["name"] for s in run.slices() if s["spec"].get("devices")}
+            if len(pools) > 1:
+                run.progress(Counted("nodes with published ResourceSlices", len(pools & have), len(pools)))
+            return pools <= have
+
+        if not run.wait_for(ready, timeout):
+            raise HarnessError(f"the driver did not publish ResourceSlices for {', '.join(sorted(pools))} in {timeout:.0f}s")
+        self.inventory = frozenset(
+            DeviceId(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"])
+            for s in run.slices() for d in s["spec"].get("devices", [])
+        )
+
+
+FLEETS: Registry[type[Fleet]] = Registry("fleet")
+"""Fleets by name; filled by importing :mod:`draguard.harness.fleet`."""
+
+
+def fleet_for(scenario: Scenario, own_cluster: bool) -> str:
+    """The fleet a scenario runs on: the upstream test driver draguard starts (``external``) or a driver
+    already in the cluster (``installed``) for an external driver; for draguard's fake driver, hollow
+    kubelets when every node asks for one (``kubelet``), else fake node agents (``fake``, which runs a
+    hollow kubelet for each node that asks for one)."""
+    if scenario.driver.kind == "external":
+        return "external" if own_cluster else "installed"
+    if scenario.nodes and all(n.agent == "kubelet" for n in scenario.nodes):
+        return "kubelet"
+    return "fake"

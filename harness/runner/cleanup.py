@@ -1,0 +1,116 @@
+"""The last phases of a run.
+
+**cleanup**: faults meant to last "until cleanup" are undone first (a driver left down comes back),
+then the workloads are deleted; once consumers are gone and no driver has a call in flight (or the
+cleanup timeout passed) the judge judges the ``after-cleanup`` invariants. A control-plane component
+that died on its own makes the scenario an error.
+
+**teardown**: the other faults undone, the watches stopped, every object with the run label deleted
+(on a cluster draguard did not start), the fleet stopped, the nodes' files removed, the cluster down.
+
+Talks to: the run's handles (journal, undos, watches), the fleet, the judge, the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from draguard.harness.core.errors import DraguardError, HarnessError
+from ..cluster.local import LocalCluster
+from ..devices.truth import DeviceTruth
+from ..invariants import judged
+from ..judge import Judge
+from ..result import ScenarioResult, TimelineEvents
+from .context import RunHandles
+from .journal import delete_labelled
+
+__all__ = ["undo", "cleanup", "teardown"]
+
+
+def undo(h: RunHandles, until_cleanup: bool, log: Callable[[str], None]) -> None:
+    """Run the in-process undos of one kind, newest first, journaling each as undone."""
+    for u in [u for u in reversed(h.undo) if u.until_cleanup == until_cleanup]:
+        h.undo.remove(u)
+        try:
+            u.fn()
+            if u.seq:
+                h.journal.undone(u.seq)
+        except DraguardError as exc:
+            log(f"undo failed: {exc}")
+
+
+def cleanup(h: RunHandles, judge: Judge, timeout: float, result: ScenarioResult, log: Callable[[str], None]) -> None:
+    """Delete the workloads, wait for their consumers to go (up to ``timeout`` seconds), judge the
+    ``after-cleanup`` invariants; record in ``result`` the control-plane exits the cluster's keeper
+    recovered from. Undo the until-cleanup faults before calling."""
+    pods = [p["metadata"]["name"] for p in h.observer.objects("Pod")]
+    for name, result in zip(pods, h.kube.bulk(lambda n: h.kube.delete("Pod", n, h.namespace), pods)):
+        if isinstance(result, Exception):
+            raise HarnessError(f"deleting pod {h.namespace}/{name}: {result}") from result
+
+    def quiet() -> bool:
+        if h.observer.objects("Pod"):
+            return False
+        if any((c.get("status") or {}).get("reservedFor") for c in h.observer.objects("ResourceClaim")):
+            return False
+        return (all(not judge.driver_state(n).prepared for n in h.fleet.drivers) and not judge.calls_in_flight()
+                and not any(s.prepared for s in h.fleet.external_states()))
+
+    deadline = time.monotonic() + timeout
+    gone = h.observer.wait_for(quiet, timeout)
+    # A prepare that outlived its caller (the kubelet gives up after 45 s) still completes and
+    # changes the node: judge only once no driver has a call in flight (within the same timeout).
+    from ..driver.inflight import in_flight
+
+    while judge.calls_in_flight() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    busy = {n: in_flight(p.plugin_dir) for n, p in h.fleet.drivers.items() if in_flight(p.plugin_dir)}
+    h.observer.wait_quiet(quiet=1.0, timeout=5.0)
+    log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s"
+        + (f"; calls still in flight: {busy}" if busy else ""))
+    judge.judge(judged("after-cleanup"))
+    if h.cluster is not None and h.cluster.exits:  # started again by the cluster's keeper: evidence, not hidden
+        result.environment["controlPlaneExits"] = list(h.cluster.exits)
+        log("control-plane components exited on their own and were started again: "
+            + "; ".join(e.splitlines()[0] for e in h.cluster.exits))
+    dead = h.cluster.dead() if h.cluster is not None else []
+    if dead:  # every step that stops a component starts it again: one that is down now died on its own
+        raise HarnessError("the local control plane lost " + "; ".join(dead) + "\nwhat the run saw may be the "
+                           "control plane's doing, not the driver's: the scenario is an error, not a verdict")
+
+
+def teardown(h: RunHandles | None, cluster: LocalCluster | None, result: ScenarioResult, evidence: Path,
+             log: Callable[[str], None]) -> None:
+    """Undo what is left, stop the watches and end ``result``'s timeline, delete the run's objects on a
+    cluster draguard did not start, stop the fleet, keep each node's device truth under ``evidence``,
+    bring the cluster down."""
+    if h is not None:
+        undo(h, True, log)
+        undo(h, False, log)
+        h.observer.stop()
+        # The timeline ends here: teardown's deletions are not part of what the scenario showed.
+        result.timeline = TimelineEvents(tuple(h.timeline.events()))
+        if cluster is None:  # a shared cluster: remove exactly what this run created
+            delete_labelled(h.kube, h.run_id)
+        h.fleet.stop()
+        keep_device_truth(h, evidence / "devices")
+        if os.environ.get("DRAGUARD_KEEP_LOGS") == "1":  # the node agents' and drivers' logs too
+            log(f"kept the nodes' files (DRAGUARD_KEEP_LOGS=1): {h.node_root}")
+        else:
+            shutil.rmtree(h.node_root, ignore_errors=True)
+    if cluster is not None:
+        # DRAGUARD_KEEP_LOGS=1 keeps the control-plane logs of a run for debugging.
+        cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
+
+
+def keep_device_truth(h: RunHandles, out: Path) -> None:
+    """Copy each node's device truth into the report (``<scenario>/devices/<node>.json``) as evidence."""
+    for node in h.fleet.drivers:
+        src = DeviceTruth(h.node_root, node).path
+        if src.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, out / f"{node}.json")
