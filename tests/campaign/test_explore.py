@@ -11,6 +11,7 @@ reaches the bug within that budget. docs/explore.md has the searches over every 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from draguard.harness.core.errors import UsageError
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.scenario.loader import load_scenario, parse_scenario, problems_of
 from draguard.harness.scenario.write import dump_document
+from readme_blocks import blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN = Path(__file__).resolve().parent / "plain-gang.yaml"
@@ -146,11 +148,20 @@ def _verdict(report: Path) -> dict[str, object]:
     return data
 
 
+def _readme_explore(out: Path) -> list[str]:
+    """The README's explore example (its explore-commands block), with this file's path and ``out``."""
+    (line,) = blocks()["explore"].lines
+    args = shlex.split(line)[1:]
+    assert args[:2] == ["explore", "tests/campaign/plain-gang.yaml"], line
+    args[1] = str(PLAIN)
+    args[args.index("--report-dir") + 1] = str(out)
+    return args
+
+
 def test_a_search_finds_forget_before_reset_and_its_file_fails_on_replay_with_no_leak(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "explore"
-    code = main(["explore", str(PLAIN), "--mutant", "forget-before-reset", "--budget", "100s", "--seed", "0",
-                 "--fault", "reset-failure", "--fault", "driver-restart", "--report-dir", str(out)])
+    code = main(_readme_explore(out))
     captured = capsys.readouterr()
     assert code == 1, captured.out + captured.err
     assert "FOUND no-leak violated" in captured.out

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from readme_blocks import REPO, blocks, unmarked_commands
 
-EXPECTED = {"make", "install", "scenario", "mutants", "driver", "certify", "retarget", "lint", "cluster", "load", "bench"}
+EXPECTED = {"make", "install", "scenario", "mutants", "explore", "driver", "certify", "retarget", "lint", "cluster", "load",
+            "bench"}
 """The README's blocks of commands, by marker name: one per command group of the guide."""
 
 
@@ -31,7 +33,8 @@ def test_every_draguard_command_has_its_example() -> None:
     shown |= {"demo"}  # what `make demo` runs (tests/docs/test_readme_demo.py)
     shown |= {re.search(r"\$\(draguard (\w+)", line)[1] for b in blocks().values() for line in b.lines  # type: ignore[index]
               if line.startswith("export ")}  # fmt: skip
-    help_text = subprocess.run([".venv/bin/draguard", "--help"], cwd=REPO, capture_output=True, text=True).stdout
+    help_text = subprocess.run([sys.executable, "-m", "draguard.cli.main", "--help"], cwd=REPO, capture_output=True,
+                               text=True).stdout  # fmt: skip
     commands = set(re.findall(r"^  ([a-z][a-z-]+)  ", help_text, re.MULTILINE))
     assert commands, help_text
     missing = commands - {c.split()[0] for c in shown}
