@@ -6,7 +6,11 @@ summary. Importing this package registers all of them. Reports, tests and scenar
 (``expect.hold`` / ``expect.violate``) use these names:
 
     claim-atomic, gang-atomic, no-double-allocation, topology, no-leak, no-legacy-mix,
-    sharing-explicit, container-devices, per-claim-errors
+    sharing-explicit, container-devices, per-claim-errors,
+    prepare-idempotent, unprepare-unknown, prepared-devices-allocated, no-prepare-loop
+
+The last five judge any driver from what every driver exposes: its gRPC calls and answers as the
+interposer recorded them (:mod:`.calls` reads that record for them).
 """
 
 from __future__ import annotations
@@ -20,15 +24,20 @@ from draguard.harness.invariants import (  # noqa: F401  (each registers itself)
     no_double_allocation,
     no_leak,
     no_legacy_mix,
+    no_prepare_loop,
     per_claim_errors,
+    prepare_idempotent,
+    prepared_devices,
     sharing_explicit,
     topology,
+    unprepare_unknown,
 )
 from draguard.harness.invariants.snapshot import (
     DeviceId,
     DeviceState,
     DriverCall,
     Gang,
+    PreparedDevice,
     GpuProbe,
     GpuUsage,
     NodeDriverState,
@@ -46,6 +55,7 @@ __all__ = [
     "DeviceId",
     "DeviceState",
     "DriverCall",
+    "PreparedDevice",
     "NodeDriverState",
     "Gang",
     "GpuUsage",
@@ -62,6 +72,10 @@ NAMES = (
     sharing_explicit.NAME,
     container_devices.NAME,
     per_claim_errors.NAME,
+    prepare_idempotent.NAME,
+    unprepare_unknown.NAME,
+    prepared_devices.NAME,
+    no_prepare_loop.NAME,
 )
 """Every invariant defined here, in the order of the issue."""
 

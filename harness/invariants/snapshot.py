@@ -35,6 +35,7 @@ __all__ = [
     "GpuUsage",
     "GpuProbe",
     "DriverCall",
+    "PreparedDevice",
     "Snapshot",
     "Obj",
     "ref",
@@ -126,6 +127,18 @@ class GpuProbe(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedDevice:
+    """One device a driver answered for a claim in NodePrepareResources (``Device`` of the DRA v1 API)."""
+
+    pool: str
+    device: str
+    requests: tuple[str, ...] = ()
+    """The claim's requests the device serves (``request_names``; empty: every request of the claim)."""
+    cdi_ids: tuple[str, ...] = ()
+    """Its fully qualified CDI device IDs (``cdi_device_ids``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DriverCall:
     """One DRA call as the gRPC interposer saw it pass between a node and the driver (a call that
     ended: its answer or its gRPC status is known)."""
@@ -147,6 +160,9 @@ class DriverCall:
     injected: str | None = None
     """The interposer's own fault applied to the call, or the kind of call the interposer made itself
     (``duplicate``, ``stale-retry``); None for a call as the node made it, answered by the driver."""
+    answers: Mapping[str, tuple[PreparedDevice, ...]] | None = None
+    """uid -> the devices a NodePrepareResources answered for that claim (claims it failed have none);
+    None when the record does not carry the answers."""
 
 
 @dataclass(frozen=True)

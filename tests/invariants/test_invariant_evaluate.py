@@ -25,7 +25,8 @@ def test_evaluate_defaults_to_every_invariant_and_rejects_unknown_names() -> Non
 
 def test_every_invariant_is_named_and_has_a_rule_sentence() -> None:
     assert NAMES == ("claim-atomic", "gang-atomic", "no-double-allocation", "topology", "no-leak", "no-legacy-mix",
-                     "sharing-explicit", "container-devices", "per-claim-errors")  # fmt: skip
+                     "sharing-explicit", "container-devices", "per-claim-errors", "prepare-idempotent",
+                     "unprepare-unknown", "prepared-devices-allocated", "no-prepare-loop")  # fmt: skip
     for name in NAMES:
         assert INVARIANTS.get(name).summary.endswith(".")
 

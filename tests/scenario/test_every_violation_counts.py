@@ -25,6 +25,7 @@ from draguard.harness.core.registry import INVARIANTS
 from draguard.harness.invariants import NAMES
 from draguard.harness.result import Evidence, InvariantResult, RunResult, ScenarioResult, Status, expectation_of
 from draguard.harness.scenario import discover, load_scenario, parse_scenario
+from draguard.harness.scenario.checks import lacking
 from draguard.harness.scenario.types import Scenario
 from draguard.reports.diff import diff_runs
 from draguard.reports.terminal import print_summary
@@ -82,7 +83,9 @@ def _terminal(result: RunResult) -> str:
 def test_a_violation_of_an_invariant_left_out_of_hold_fails_the_run(invariant: str) -> None:
     others = [n for n in NAMES if n != invariant]
     sc = _scenario(f"    hold: [{', '.join(others[:3])}]\n")
-    assert invariant not in sc.expect.hold and invariant in sc.expect.unnamed
+    assert invariant not in sc.expect.hold
+    judgeable = not set(INVARIANTS.get(invariant).meta.get("needs", ())) & set(lacking("fake", "local", True))
+    assert (invariant in sc.expect.unnamed) == judgeable
     result = RunResult("r", [_finish(sc, {invariant: "violated"})])
     s = result.scenarios[0]
     inv = s.invariants[invariant]
@@ -118,7 +121,7 @@ def test_an_unnamed_invariant_that_was_not_checked_does_not_fail_but_a_named_one
 
 def test_without_hold_every_judgeable_invariant_is_named_and_no_note_is_due() -> None:
     sc = _scenario("    violate: [gang-atomic]\n    ignore: [{invariant: no-legacy-mix, reason: no device plugin here}]\n")
-    assert set(sc.expect.hold) == set(NAMES) - {"gang-atomic", "no-legacy-mix"}
+    assert set(sc.expect.hold) == set(NAMES) - {"gang-atomic", "no-legacy-mix", "prepared-devices-allocated"}
     assert sc.expect.unnamed == () and sc.hold_note is None
 
 
@@ -213,13 +216,16 @@ def test_validate_notes_a_hold_that_leaves_out_invariants_the_run_judges(tmp_pat
     full.write_text(BASE + "    hold: [claim-atomic, gang-atomic, no-double-allocation, topology, no-leak]\n"
                     "    ignore:\n      - {invariant: container-devices, reason: r1}\n"
                     "      - {invariant: no-legacy-mix, reason: r2}\n      - {invariant: sharing-explicit, reason: r3}\n"
-                    "      - {invariant: per-claim-errors, reason: r4}\n")
+                    "      - {invariant: per-claim-errors, reason: r4}\n      - {invariant: no-prepare-loop, reason: r5}\n"
+                    "      - {invariant: prepare-idempotent, reason: r6}\n"
+                    "      - {invariant: unprepare-unknown, reason: r7}\n")
     assert main(["validate", str(old), str(full)]) == EXIT_OK
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"ok {old}"
-    assert out[1] == (f"{old}: note: expect.hold leaves out container-devices, no-legacy-mix, per-claim-errors, "
-                      "sharing-explicit; they are judged all the same and a violation fails the run (name them in "
-                      "expect.hold, or excuse each in expect.ignore with a reason)")
+    assert out[1] == (f"{old}: note: expect.hold leaves out container-devices, no-legacy-mix, no-prepare-loop, "
+                      "per-claim-errors, prepare-idempotent, sharing-explicit, unprepare-unknown; they are judged all "
+                      "the same and a violation fails the run (name them in expect.hold, or excuse each in "
+                      "expect.ignore with a reason)")
     assert out[2:] == [f"ok {full}"]
 
 

@@ -180,6 +180,8 @@ def test_every_invariant_declares_when_it_is_judged() -> None:
         "claim-atomic": "continuously", "gang-atomic": "continuously", "no-double-allocation": "continuously",
         "topology": "continuously", "no-legacy-mix": "continuously", "no-leak": "after-cleanup",
         "sharing-explicit": "after-cleanup", "container-devices": "continuously", "per-claim-errors": "continuously",
+        "prepare-idempotent": "continuously", "unprepare-unknown": "continuously",
+        "prepared-devices-allocated": "continuously", "no-prepare-loop": "continuously",
     }
 
 
