@@ -15,7 +15,9 @@ Benchmarks (each repeated; medians reported, never a single timing):
 - ``driver-calls``: the fake driver's prepare/unprepare latency and calls per second against the
   upstream test driver on the same node layout, as ratios (:mod:`.driver_calls`);
 - ``kubelet``: the hollow DRA kubelet's start-up time and memory, and one pod's bind-to-Running on a
-  hollow kubelet and on the fake agent side by side.
+  hollow kubelet and on the fake agent side by side;
+- ``kind``: the offline kind node image cold and warm, and ``kind create`` with 1 control plane + 2
+  workers until every node is Ready (:mod:`.kind`).
 
 Results go to ``benchmarks/results/<name>.json`` with the machine, the date, the command and the raw samples;
 ``draguard bench --doc`` renders them as docs/benchmarks.md (:mod:`draguard.reports.benchmarks`).
@@ -36,6 +38,7 @@ from typing import Any
 
 from draguard.harness.bench import detect as bench_detect
 from draguard.harness.bench import driver_calls as bench_driver
+from draguard.harness.bench import kind as bench_kind
 from draguard.harness.bench import scale as bench_scale
 from draguard.harness.cluster.local import LocalCluster
 
@@ -155,6 +158,7 @@ BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {
     "driver-calls": bench_driver.bench_driver_calls,
     "library-wall": bench_scale.bench_library_wall,
     "kubelet": bench_kubelet,
+    "kind": bench_kind.bench_kind,
 }
 """Each takes ``(repeat, progress)`` and, where it has sizes, keyword arguments for them (``nodes``,
 ``pods``, ``devices``, ``reset_ms``, ``rate``, ``duration``, ``count``, ``limit``, ``injections``): ``draguard bench --nodes 50`` passes

@@ -38,8 +38,10 @@ def clusters_root() -> Path:
 
 
 def list_kind_clusters() -> list[str]:
+    """Clusters that are up or coming up (a directory is made before ``kind create`` starts, so that
+    another process's ``down`` does not stop the shared private dockerd under it)."""
     root = clusters_root()
-    return sorted(p.name for p in root.iterdir() if (p / "cluster.json").is_file()) if root.is_dir() else []
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
 def ensure_node_image(engine: engine_mod.Engine, progress: Progress = print) -> tuple[str, dict[str, float]]:
@@ -96,11 +98,16 @@ class KindCluster:
     def up(self, timeout: float = 300.0) -> KindCluster:
         if (self.dir / "cluster.json").exists():
             raise UsageError(f"kind cluster {self.name!r} is already up (kubeconfig {self.kubeconfig}); `draguard cluster down --backend kind --name {self.name}` first")
+        self.dir.mkdir(parents=True, exist_ok=True)
         host_quirks = quirks_mod.detect(offline_image=True)
         for q in host_quirks:
             self.progress(f"host quirk {q.name}: {q.note}")
         t0 = time.monotonic()
-        engine = engine_mod.find(host_quirks, progress=self.progress)
+        try:
+            engine = engine_mod.find(host_quirks, progress=self.progress)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.timings["engine_s"] = round(time.monotonic() - t0, 1)
         try:
             t0 = time.monotonic()
