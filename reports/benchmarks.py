@@ -212,6 +212,20 @@ def _kubelet(r: Result) -> Rows:
              f"{_num(med.get('fake'), 's')} ({_span(samples.get('fake', []), 's')})")]  # fmt: skip
 
 
+def _kind(r: Result) -> Rows:
+    stages = r.get("image_cold_stages") or {}
+    versions = r.get("versions") or {}
+    return [("node image, cold (root filesystem; import)", f"{_num(r.get('image_cold_s'), 's')} "
+                                                         f"({_num(stages.get('rootfs_s'), 's')}; {_num(stages.get('import_s'), 's')})"),
+            ("node image, cold: what was kept", str(r.get("image_cold_note", "–"))),
+            ("node image, cached: import; warm", f"{_num(r.get('image_cached_import_s'), 's')}; {_num(r.get('image_warm_s'), 's')}"),
+            (f"`kind create`, 1 control plane + {r.get('workers', '?')} workers, median (samples)",
+             f"{_num(r.get('kind_create_median'), 's')} ({_span(r.get('kind_create_samples', []), 's')})"),
+            ("until every node is Ready, median (samples)",
+             f"{_num(r.get('median'), 's')} ({_span(r.get('nodes_ready_samples', []), 's')})"),
+            ("versions", ", ".join(f"{k} {v}" for k, v in versions.items()) or "–")]  # fmt: skip
+
+
 def _generic(r: Result) -> Rows:
     return [(k, _num(v)) for k, v in r.items() if isinstance(v, (int, float, str)) and k.endswith("median")]
 
@@ -220,7 +234,7 @@ FIGURES: dict[str, Callable[[Result], Rows]] = {
     "cluster-up": _cluster_up, "fake-nodes": _fake_nodes, "watch-decode": _watch_decode,
     "scenario-load": _scenario_load, "dra-throughput": _dra_throughput, "invariant-cost": _invariant_cost,
     "detection": _detection, "churn": _churn, "driver-calls": _driver_calls, "library-wall": _library_wall,
-    "kubelet": _kubelet,
+    "kubelet": _kubelet, "kind": _kind,
 }  # fmt: skip
 
 

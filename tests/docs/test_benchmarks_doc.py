@@ -14,7 +14,7 @@ import pytest
 from draguard.cli.bench import command as bench_command
 from draguard.cli.main import main
 from draguard.harness.bench.suite import BENCHMARKS, command_line, run_benchmarks
-from draguard.reports.benchmarks import WHAT, load_results, render_benchmarks
+from draguard.reports.benchmarks import FIGURES, WHAT, load_results, render_benchmarks
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
@@ -55,6 +55,7 @@ def test_every_benchmark_has_its_section_with_the_file_the_date_and_the_command(
         assert result["date"].replace("T", " ").replace("Z", " UTC") in text
         assert f"```sh\n{result['command']}\n```" in text
     assert set(WHAT) == set(BENCHMARKS), "a benchmark without its one line for the page"
+    assert set(FIGURES) == set(BENCHMARKS), "a benchmark without its table of figures for the page"
 
 
 def test_a_file_that_is_not_a_result_is_refused_naming_it(tmp_path: Path) -> None:
