@@ -17,11 +17,31 @@ import pytest
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster.kind import components, engine as engine_mod, hostlog
 from draguard.harness.cluster.kind.cluster import CLUSTER_LABEL, KindCluster, ensure_node_image
-from draguard.harness.cluster.kind.image import busybox_image
+from draguard.harness.cluster.kind.image import busybox_image, upstream_driver_image
 from draguard.harness.cluster.kind.components import CONTAINERD_VERSION
-from draguard.harness.kube import RUN_LABEL
+from draguard.harness.kube import RUN_LABEL, Kind
 
 pytestmark = pytest.mark.timeout(1800)
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+TEST_DRIVER = "test-driver.cdi.k8s.io"
+DAEMONSET = Kind("DaemonSet", "apps", "v1", "daemonsets", True)
+
+
+def _kubectl(cluster: KindCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    kubectl = components.ensure("kubernetes").path("kubectl")
+    return subprocess.run([str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args], capture_output=True, text=True, timeout=120)
+
+
+def _wait(what: str, check, timeout: float = 180.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(1)
+    raise AssertionError(f"{what} not reached in {timeout:.0f}s (last: {last!r})")
 
 
 def _ready(node: dict) -> bool:  # type: ignore[type-arg]
@@ -83,6 +103,66 @@ def test_pod_from_a_local_image_runs_to_completion(kind_cluster: KindCluster, tm
         assert logs.stdout.strip() == "hello from hello on a kind node", logs.stderr
     finally:
         kube.delete("Namespace", ns)
+
+
+def test_upstream_test_driver_as_a_daemonset_prepares_a_claim(kind_cluster: KindCluster, tmp_path: Path) -> None:
+    """deploy/dra-test-driver.yaml on real kubelets: slices per node, a claim allocated and prepared, and
+    containerd injecting the driver's CDI edits into the container (its environment shows them)."""
+    busybox = "draguard.dev/busybox:test"
+    tag, archive = upstream_driver_image(tmp_path / "dra-test-driver.tar", progress=lambda s: None)
+    kind_cluster.load_image_archive(archive)
+    kind_cluster.load_image_archive(busybox_image(busybox, tmp_path / "busybox.tar"))
+    applied = _kubectl(kind_cluster, "apply", "-f", str(DEPLOY / "dra-test-driver.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    kube = kind_cluster.kube()
+    run = f"kind-dra-{int(time.time())}"
+    ns = f"draguard-{run}"
+    try:
+        workers = sorted(n["metadata"]["name"] for n in kube.items("Node") if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"])
+
+        def daemonset_ready() -> bool:
+            ds = kube.get(DAEMONSET, "dra-test-driver", "draguard-system") or {}
+            st = ds.get("status", {})
+            return st.get("desiredNumberScheduled", 0) >= len(workers) and st.get("numberReady") == st.get("desiredNumberScheduled")
+
+        _wait("the test driver's DaemonSet Ready on every worker", daemonset_ready)
+        slices = _wait("a ResourceSlice per worker", lambda: (lambda got: got if set(workers) <= got else None)(
+            {s["spec"]["nodeName"] for s in kube.items("ResourceSlice") if s["spec"]["driver"] == TEST_DRIVER}))
+        assert set(workers) <= slices
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {RUN_LABEL: run}}})
+        kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {"name": "gpu", "namespace": ns, "labels": {RUN_LABEL: run}},
+                     "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": "draguard-test-driver"}}]}}},
+                    namespace=ns)  # fmt: skip
+        kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "uses-gpu", "namespace": ns, "labels": {RUN_LABEL: run}},
+                     "spec": {"restartPolicy": "Never", "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+                              "containers": [{"name": "c", "image": busybox, "imagePullPolicy": "Never",
+                                              "command": ["sh", "-c", "env | grep '^claim_' | sort; sleep 8"],
+                                              "resources": {"claims": [{"name": "gpu"}]}}]}}, namespace=ns)  # fmt: skip
+        running = _wait("the pod with a claim to run", lambda: (lambda p: p if p.get("status", {}).get("phase") == "Running" else None)(
+            kube.get("Pod", "uses-gpu", ns) or {}))
+        node = running["spec"]["nodeName"]
+        claim = kube.get("ResourceClaim", "gpu", ns) or {}
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [(r["driver"], r["pool"], r["request"]) for r in results] == [(TEST_DRIVER, node, "req-0")]
+        assert [r["name"] for r in claim["status"]["reservedFor"]] == ["uses-gpu"]
+        engine = engine_mod.find([], start=False)
+        spec = f"{TEST_DRIVER}-{claim['metadata']['uid']}-req-0.json"
+
+        def cdi_specs() -> list[str]:
+            return engine.run(["exec", node, "ls", "/var/run/cdi"]).stdout.split()
+
+        assert spec in cdi_specs()  # written by the driver on prepare, read by containerd
+        pod = _wait("the pod with a claim to finish", lambda: (lambda p: p if p.get("status", {}).get("phase") in ("Succeeded", "Failed") else None)(
+            kube.get("Pod", "uses-gpu", ns) or {}))
+        assert pod["status"]["phase"] == "Succeeded", pod["status"]
+        logs = _kubectl(kind_cluster, "logs", "-n", ns, "uses-gpu")
+        assert logs.stdout.split() == ["claim_gpu_req_0=true"], logs.stdout + logs.stderr  # the CDI edit, injected
+        _wait("the CDI spec removed on unprepare", lambda: spec not in cdi_specs(), timeout=90)
+        _wait("the claim deallocated", lambda: not (kube.get("ResourceClaim", "gpu", ns) or {}).get("status", {}).get("allocation"), timeout=90)
+    finally:
+        kube.delete("Namespace", ns)
+        _kubectl(kind_cluster, "delete", "--wait=false", "-f", str(DEPLOY / "dra-test-driver.yaml"))
 
 
 def test_down_leaves_nothing_behind(kind_cluster: KindCluster) -> None:

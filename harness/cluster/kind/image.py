@@ -41,7 +41,7 @@ from draguard.harness.cluster.kind.oci import Entry, ImageSpec, write_archive, w
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.paths import cache_dir
 
-__all__ = ["DEBIAN_SUITE", "PACKAGES", "NodeImage", "node_image_key", "build_node_rootfs", "busybox_image",
+__all__ = ["DEBIAN_SUITE", "PACKAGES", "NodeImage", "node_image_key", "build_node_rootfs", "busybox_image", "upstream_driver_image",
            "kind_dir", "ETCD_IMAGE_TAG", "missing_build_tools"]
 
 DEBIAN_SUITE = "bookworm"
@@ -314,6 +314,14 @@ def build_node_rootfs(image: NodeImage, progress: Progress = print) -> Path:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return image.tarball
+
+
+def upstream_driver_image(dest: Path, progress: Progress = print) -> tuple[str, Path]:
+    """The upstream DRA test driver (static, from the control plane's binary cache) as an image; its tag and archive."""
+    control = bins.resolve(progress=progress)
+    bins.ensure_built(control, (bins.TEST_DRIVER,), progress=progress)
+    tag = f"draguard.dev/dra-test-driver:{bins.K8S_VERSION}"
+    return tag, _static_image(bins.TEST_DRIVER, tag, control.path(bins.TEST_DRIVER), dest, entrypoint=True)
 
 
 def busybox_image(tag: str, dest: Path) -> Path:
