@@ -103,7 +103,7 @@ def conformance_command(
     config = ClusterConfig(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, context=context,
                            nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout)
     # Pre-flight: every check but one creates claims; with nothing allocatable each would wait for nothing.
-    require_allocatable(Kube.from_kubeconfig(kubeconfig, context), device_class)
+    require_allocatable(Kube.from_kubeconfig(kubeconfig, context), device_class, where=str(kubeconfig))
     result = run_conformance(config, node_access(fake_driver_root, driver_name, restart_command), _line)
     if out is not None:
         write_verdict(result, out)

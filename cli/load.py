@@ -108,7 +108,7 @@ def command(cluster_name: str | None, kube: KubeTarget, namespace: str | None, d
                              f"unless --allow-context {active} names it")  # fmt: skip
     client = Kube.from_kubeconfig(kubeconfig, context)
     client.server_version()
-    require_allocatable(client, device_class)  # pre-flight: else every operation waits --op-timeout for nothing
+    require_allocatable(client, device_class, where=str(kubeconfig))  # pre-flight: else every operation waits --op-timeout for nothing
     config = LoadConfig(kubeconfig=str(kubeconfig), context=context, namespace=namespace or "", rate=rate,
                         duration=seconds, kinds=chosen, gang_size=gang_size, devices_per_claim=devices_per_claim,
                         users=users, workers=workers, op_timeout=op_timeout, device_class=device_class,

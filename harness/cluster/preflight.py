@@ -30,8 +30,10 @@ class Allocatable:
     """Why nothing can be allocated ("" when some device can)."""
 
 
-def allocatable(kube: Kube, device_class: str) -> Allocatable:
-    """Which published devices ``device_class`` selects; ``problem`` says why none, if none."""
+def allocatable(kube: Kube, device_class: str, where: str = "") -> Allocatable:
+    """Which published devices ``device_class`` selects; ``problem`` says why none, if none.
+
+    :class:`UsageError` when the cluster cannot be read, naming ``where`` (its kubeconfig) if given."""
     try:
         dc = kube.get("DeviceClass", device_class)
         if dc is None:
@@ -40,7 +42,8 @@ def allocatable(kube: Kube, device_class: str) -> Allocatable:
                                                  f"(DeviceClasses: {', '.join(names) or 'none'})")
         slices = kube.items("ResourceSlice")
     except (ApiError, HarnessError) as exc:
-        raise UsageError(f"cannot read the cluster's DeviceClasses and ResourceSlices: {exc}") from exc
+        raise UsageError(f"{where + ': ' if where else ''}cannot read the cluster's DeviceClasses and "
+                         f"ResourceSlices: {exc}") from exc
     try:
         selectors = [compile_selector(s["cel"]["expression"]) for s in (dc.get("spec") or {}).get("selectors") or []
                      if (s.get("cel") or {}).get("expression")]
@@ -68,9 +71,9 @@ def allocatable(kube: Kube, device_class: str) -> Allocatable:
     return Allocatable(device_class, tuple(found))
 
 
-def require_allocatable(kube: Kube, device_class: str, flag: str = "--device-class") -> Allocatable:
+def require_allocatable(kube: Kube, device_class: str, flag: str = "--device-class", where: str = "") -> Allocatable:
     """:func:`allocatable`, or :class:`UsageError` (exit 2) saying that nothing can be allocated and why."""
-    got = allocatable(kube, device_class)
+    got = allocatable(kube, device_class, where)
     if got.problem:
         raise UsageError(f"{flag} {device_class}: nothing can be allocated: {got.problem}")
     return got
