@@ -17,8 +17,8 @@ What differs from a process per node (use that for fidelity runs, ``driver.hosti
   with UNAVAILABLE; the other nodes go on;
 * slices are verified against one watch of the driver's slices for all nodes (:class:`_SliceCache`),
   not a LIST per node: a node whose slices changed in the API is verified in the next round, every
-  node once every ``verify_every`` seconds. At 500 nodes a LIST of every slice each round cost the
-  host a third of a core and the API server as much again (issue 12).
+  node once every ``verify_every`` seconds (a LIST of every slice each round would cost the host and
+  the API server CPU in proportion to the fleet).
 
 A control socket (``<root>/.driver-host.sock``, line-delimited JSON) takes ``kill``, ``stop``,
 ``start`` and ``status`` for one node; :class:`DriverHostProcess` starts the host as a child and

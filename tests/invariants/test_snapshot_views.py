@@ -1,7 +1,7 @@
 """A snapshot's derived indexes are handed on only to a snapshot holding the very same source tuple.
 
-The runner judges twice a second and on every claim change; building the published devices of 500
-nodes each time cost a third of a claims round (issue 12). A stale index would hide a violation (a
+The runner judges twice a second and on every claim change, so the published devices of 500 nodes are
+not rebuilt for each round. A stale index would hide a violation (a
 device withdrawn, a new claim on it), so the hand-on is by identity of the source, never by age."""
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 No cluster: the changes are fed to ``Observer._apply`` as the watch threads feed them, from real
 threads, so what is checked is the locking and counting the runner relies on during a burst of
-thousands of pod events (issue 12: a step condition that re-counted every pod under the cache's lock
-on every event held the watches up by seconds).
+thousands of pod events (a step condition that re-counts every pod under the cache's lock on every
+event would hold the watches up).
 """
 
 from __future__ import annotations
