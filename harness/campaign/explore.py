@@ -3,8 +3,9 @@
 Starting from a scenario file, Hypothesis draws a *plan*: up to ``max_steps`` chaos steps, each a
 fault kind applicable to the scenario's fleet (:func:`applicable_faults`), a moment (``at`` an offset,
 ``when`` a workload reaches a phase, or ``after`` an earlier step of the plan), a target (a node by
-name, or a workload member and so the node it runs on) and parameters bounded so that a correct
-driver recovers within the run (:data:`SEARCH`). Each plan becomes an ordinary scenario document,
+name, or a workload member and so the node it runs on; pods are removed a whole workload at a time)
+and parameters bounded so that a correct driver recovers within the run (:data:`SEARCH`; the kinds
+left out and why: :data:`LEFT_OUT`). Each plan becomes an ordinary scenario document,
 the starting document with the plan appended to its timeline and the mutant under test in
 ``driver.mutant`` (:func:`plan_document`), which the scenario loader turns into the frozen
 :class:`~draguard.harness.scenario.types.Scenario` that :class:`~draguard.harness.runner.runner.Runner`
@@ -57,7 +58,6 @@ from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.driver.faults import CRASH_POINTS
 from draguard.harness.driver.mutants import MUTANTS
-from draguard.harness.driver.topology import generic, preset
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.result import ScenarioResult
 from draguard.harness.runner.runner import Runner, RunOptions
@@ -79,9 +79,9 @@ __all__ = [
     "explore",
 ]
 
-Scope = Literal["node", "pod", "device"]
-"""What a fault's step targets: ``node`` (a node by name, or a workload member's node), ``pod`` (a
-workload member or all of them), ``device`` (a node by name and one of its devices as params)."""
+Scope = Literal["node", "gang"]
+"""What a fault's step targets: ``node`` (a node by name, or a workload member's node), ``gang`` (every
+member of a workload: removing some members of a gang leaves it partial, which no driver can help)."""
 
 _STEP_TIMEOUT = "30s"
 """How long a generated ``when``/``after`` step waits for its condition (the default two minutes
@@ -97,14 +97,11 @@ def _seconds(low: int, high: int) -> st.SearchStrategy[str]:
 
 
 SEARCH: Mapping[str, tuple[Scope, st.SearchStrategy[dict[str, Any]]]] = {
-    "device-failure": ("device", st.just({})),  # params: the device, drawn with the node (see _step)
-    "device-taint": ("pod", st.fixed_dictionaries({"effect": st.sampled_from(["NoExecute", "NoSchedule"])})),
-    "drain-node": ("node", st.just({})),
     "driver-crash": ("node", st.fixed_dictionaries({"point": st.sampled_from(CRASH_POINTS), "down": _seconds(1, 4)})),
     "driver-down": ("node", st.fixed_dictionaries({"duration": _seconds(2, 8)})),
     "driver-restart": ("node", st.fixed_dictionaries({"kill": st.booleans()})),
-    "evict": ("pod", st.just({})),
-    "force-delete": ("pod", st.just({})),
+    "evict": ("gang", st.just({})),
+    "force-delete": ("gang", st.just({})),
     "node-loss": ("node", st.fixed_dictionaries({"duration": _seconds(3, 15)})),
     "node-restart": ("node", st.fixed_dictionaries({"kill": st.booleans()})),
     "prepare-failure": ("node", _count(1, 3)),
@@ -115,9 +112,17 @@ SEARCH: Mapping[str, tuple[Scope, st.SearchStrategy[dict[str, Any]]]] = {
 }
 """Fault kind -> what its steps target and how its params are drawn. Every bound keeps the fault one
 that a correct driver recovers from within the run: failures and hangs are counted, outages end by
-themselves, so that a violation is the driver's and not the plan's."""
+themselves, pods are removed a whole workload at a time, so that a violation is the driver's and not
+the plan's."""
 
+_PARTIAL = ("it removes some members of a gang, and nothing recreates them: the gang stays partial "
+            "(gang-atomic) whatever the driver")
 LEFT_OUT: Mapping[str, str] = {
+    "drain-node": _PARTIAL + " (the members on one node)",
+    "device-taint": _PARTIAL + " (NoExecute: the members using one device; NoSchedule changes nothing that runs)",
+    "device-failure": ("a device failed while the gang is being placed races the driver's health report with "
+                       "the scheduler, which a correct driver can lose (a container started on it: "
+                       "container-devices); a failure once the gang runs changes nothing that starts later"),
     "arrive": "it creates a workload the scenario holds back; explore does not add workloads",
     "preempt": "it needs a higher-priority workload the scenario holds back; explore does not add workloads",
     "load": "a claim churn of its own (a locust run of tens of seconds), not a fault of the scenario's workloads",
@@ -142,22 +147,6 @@ def parse_budget(text: str) -> float:
     return seconds
 
 
-def _devices(scenario: Scenario) -> dict[str, tuple[str, ...]]:
-    """Node -> the names of the devices its topology publishes (for ``device-failure``)."""
-    out: dict[str, tuple[str, ...]] = {}
-    for node in scenario.nodes:
-        t = node.topology
-        if t is None:
-            continue
-        if t.devices:
-            out[node.name] = tuple(d.name for d in t.devices)
-        elif t.gpus:
-            out[node.name] = tuple(d.name for d in generic(t.gpus))
-        elif t.preset:
-            out[node.name] = tuple(d.name for d in preset(t.preset))
-    return {n: names for n, names in out.items() if names}
-
-
 def _lacks(scenario: Scenario, needs: Sequence[str]) -> str | None:
     for need in needs:
         if need == "local-backend":
@@ -179,15 +168,12 @@ def applicable_faults(scenario: Scenario, only: Sequence[str] = ()) -> tuple[lis
         raise UsageError(f"--fault {', '.join(unknown)}: no such fault kind; known: {', '.join(FAULTS.names())}")
     chosen: list[str] = []
     left: dict[str, str] = {}
-    devices = _devices(scenario)
     for entry in FAULTS:
         if only and entry.name not in only:
             continue
         why = LEFT_OUT.get(entry.name) or (None if entry.name in SEARCH else
                                            "no search space is declared for it in draguard.harness.campaign.explore")
         why = why or _lacks(scenario, tuple(entry.meta.get("needs", ())))
-        if why is None and SEARCH[entry.name][0] == "device" and not devices:
-            why = "no node of the scenario lists its devices"
         if why is None:
             chosen.append(entry.name)
         else:
@@ -201,7 +187,6 @@ class _Space:
     nodes: tuple[str, ...]
     workloads: tuple[tuple[str, int], ...]
     """(name, replicas) of each workload."""
-    devices: Mapping[str, tuple[str, ...]]
     max_steps: int
 
 
@@ -210,10 +195,7 @@ def _target(draw: st.DrawFn, space: _Space, scope: Scope) -> dict[str, Any]:
     if scope == "node" and draw(st.booleans()):
         return {"node": draw(st.sampled_from(space.nodes))}
     workload, replicas = draw(st.sampled_from(space.workloads))
-    members: st.SearchStrategy[int | str] = st.integers(0, replicas - 1)
-    if scope == "pod":
-        members = st.one_of(members, st.just("all"))
-    return {"workload": workload, "member": draw(members)}
+    return {"workload": workload, "member": "all" if scope == "gang" else draw(st.integers(0, replicas - 1))}
 
 
 @st.composite
@@ -236,15 +218,10 @@ def _plan(draw: st.DrawFn, space: _Space) -> tuple[dict[str, Any], ...]:
         scope, params = SEARCH[fault]
         step: dict[str, Any] = {"name": f"x{i}-{fault}"[:63], **draw(_moment(space, [s["name"] for s in steps])),
                                 "fault": fault}
-        if scope == "device":
-            node = draw(st.sampled_from(sorted(space.devices)))
-            step["target"] = {"node": node}
-            step["params"] = {"device": draw(st.sampled_from(space.devices[node]))}
-        else:
-            step["target"] = draw(_target(space, scope))
-            drawn = draw(params)
-            if drawn:
-                step["params"] = drawn
+        step["target"] = draw(_target(space, scope))
+        drawn = draw(params)
+        if drawn:
+            step["params"] = drawn
         step["optional"] = True  # the search judges invariants, not whether each drawn step could fire
         steps.append(step)
     return tuple(steps)
@@ -254,8 +231,7 @@ def plans(scenario: Scenario, faults: Sequence[str], max_steps: int = 3) -> st.S
     """Plans for ``scenario``: 0 to ``max_steps`` timeline steps in the file's spelling (``StepSpec``
     shaped dicts) over ``faults``; zero steps is the starting scenario itself."""
     space = _Space(tuple(faults), tuple(n.name for n in scenario.nodes),
-                   tuple((w.name, w.replicas) for w in scenario.workloads),
-                   {n: d for n, d in _devices(scenario).items()}, max_steps)
+                   tuple((w.name, w.replicas) for w in scenario.workloads), max_steps)
     return _plan(space)
 
 

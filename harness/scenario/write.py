@@ -28,8 +28,7 @@ def document_data(document: ScenarioDocument) -> dict[str, Any]:
 
 def dump_document(document: ScenarioDocument, header: str = "") -> str:
     """The YAML text of ``document``, after ``header`` written as ``#`` comment lines."""
-    yaml = YAML(typ="safe", pure=True)
-    yaml.sort_base_mapping_type_on_output = False  # keep the model's field order
+    yaml = YAML(typ="rt", pure=True)  # round-trip mode keeps the model's field order
     yaml.width = 4096
     yaml.representer.ignore_aliases = lambda data: True  # equal leaves stay written out, never &anchors
     out = io.StringIO()

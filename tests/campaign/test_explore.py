@@ -137,6 +137,8 @@ def test_every_drawn_plan_is_a_valid_scenario_with_the_mutant_and_optional_steps
     assert scenario.driver.mutant == "forget-before-reset"
     assert len(scenario.timeline) == len(plan) <= 3
     assert all(step.optional and step.target is not None for step in scenario.timeline)
+    for step in scenario.timeline:  # pods go a whole gang at a time: a partial gang is no driver's fault
+        assert SEARCH[step.fault][0] == "node" or step.target.member == "all"  # type: ignore[union-attr]
     assert scenario.expect == _SCENARIO.expect  # the starting scenario's expectations, unchanged
 
 
