@@ -9,6 +9,7 @@ prepared (a prepare the driver answered without an error for it, and no successf
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -23,6 +24,10 @@ UNPREPARE = "NodeUnprepareResources"
 _FORWARDED = frozenset({None, "delay", "duplicate", "stale-retry"})
 """``DriverCall.injected`` values after which the answer is still the driver's: a delayed call, and the
 calls the interposer makes itself (a duplicate, a stale retry). Its other faults answer in its place."""
+
+_NOT_FORWARDED = frozenset({"error", "hang"})
+"""Interposer faults that answer the call without passing it on (``harness/proxy/interposer.py``):
+the driver never saw it. ``claim-error`` passes on the claims it does not fail."""
 
 
 def drivers_answer(call: DriverCall) -> bool:
@@ -56,7 +61,9 @@ class ClaimState:
     prepared_at: float = 0.0
     uncertain: bool = False
     """A prepare was sent that the driver did not answer (it was down, crashed or the caller gave up)
-    or answered with an error since it was last unprepared: the driver may hold part of it."""
+    since it was last prepared or unprepared: the driver may hold part of it. A call the interposer
+    answered without passing it on changes nothing. A prepare the driver itself failed leaves it not prepared, not uncertain: a failed
+    prepare holds nothing (claim-atomic's rule for the driver)."""
     unprepared: bool = False
     """An unprepare of it succeeded and no prepare was sent since."""
     failures: list[DriverCall] = field(default_factory=list)
@@ -74,8 +81,14 @@ class ClaimHistory:
 
     def advance(self, call: DriverCall) -> None:
         """Fold ``call`` into the states of its claims (after the caller looked at the states before it)."""
+        if call.injected in _NOT_FORWARDED:
+            return  # the driver never saw it: nothing changed for it
         answered = drivers_answer(call)
         for _, _, uid in call.claims:
+            if call.injected == "claim-error":  # the claims it failed never reached the driver
+                if uid in call.claim_errors:
+                    continue
+                answered = drivers_answer(dataclasses.replace(call, injected=None))
             st = self.state(call, uid)
             failed = claim_failed(call, uid) if answered else "not answered by the driver"
             if call.method == PREPARE:
@@ -83,11 +96,10 @@ class ClaimHistory:
                 if failed is None:
                     st.prepared, st.prepared_at, st.uncertain, st.failures = True, call.time, False, []
                     st.answer = call.answers.get(uid, ()) if call.answers is not None else None
-                else:
-                    if not st.prepared:
-                        st.uncertain = True
-                    if answered:
-                        st.failures.append(call)
+                elif answered:
+                    st.failures.append(call)
+                elif not st.prepared:
+                    st.uncertain = True
             elif call.method == UNPREPARE and failed is None:
                 st.prepared, st.answer, st.uncertain, st.unprepared, st.failures = False, None, False, True, []
 

@@ -8,11 +8,13 @@ claim") keeps the kubelet retrying for ever: the pod cannot finish terminating a
 never released for the next one.
 
 Judged from the gRPC interposer's record (:mod:`.calls`), for any driver: an unprepare of a claim the
-record never saw prepared on that node (no prepare of it sent at all) or that an earlier unprepare
-already released must succeed for that claim. Not judged: a claim whose prepare the driver failed or
-did not answer since (it may hold part of it, and releasing that may fail for a reason of its own);
-an outcome that is not the driver's answer; a call failed as a whole that also carried claims the
-driver held (the failure may be theirs).
+driver does not hold on that node must succeed for that claim: one never prepared there (a prepare
+the interposer failed in the driver's place never reached it), one whose prepares the driver itself
+failed, one an earlier unprepare already released. Not judged: a claim
+with a prepare the driver did not answer since (it was down or crashed mid-call, the caller gave
+up: it may hold part of it, and releasing that may fail for a reason of its own); an outcome that is
+not the driver's answer; a call failed as a whole that also carried claims the driver held (the
+failure may be theirs).
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def check(snapshot: Snapshot) -> list[Violation]:
             failed = claim_failed(call, uid)
             if uid not in unknown or failed is None:
                 continue
-            what = "already unprepared" if states[uid].unprepared else "never prepared on this node"
+            st = states[uid]
+            what = ("already unprepared" if st.unprepared else "its prepare failed" if st.failures
+                    else "never prepared on this node")
             out.append(Violation(
                 NAME,
                 f"{call.driver} on {call.node} failed the unprepare of ResourceClaim {namespace}/{name} ({what}) at "

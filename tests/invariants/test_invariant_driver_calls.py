@@ -78,6 +78,15 @@ def test_an_unprepare_of_an_unknown_or_already_unprepared_claim_that_fails_is_a_
     [again] = unprepare_unknown.check(snap(*twice))
     assert "(already unprepared)" in again.message and "NOT_FOUND: claim not found" in again.message
     assert again.objects == (f"ResourceClaim/{NS}/infer-0-gpus",) and again.time == 3
+    failed = (call(1, PREPARE, claim_errors={GPUS[2]: "injected prepare failure"}),
+              call(2, UNPREPARE, claim_errors={GPUS[2]: "unknown claim"}))
+    [never] = unprepare_unknown.check(snap(*failed))
+    assert "(its prepare failed)" in never.message
+    injected = (call(1, PREPARE, "UNAVAILABLE", error="injected prepare failure", injected="error"),
+                call(2, PREPARE, "DEADLINE_EXCEEDED", injected="hang"),
+                call(3, UNPREPARE, claim_errors={GPUS[2]: "claim not found in the checkpoint"}))
+    [unseen] = unprepare_unknown.check(snap(*injected))
+    assert "(never prepared on this node)" in unseen.message, "the interposer's failures never reached the driver"
 
 
 def test_unprepares_of_held_or_half_prepared_claims_and_successes_hold() -> None:
@@ -88,6 +97,8 @@ def test_unprepares_of_held_or_half_prepared_claims_and_successes_hold() -> None
         call(5, PREPARE, "UNAVAILABLE", claims=(OTHER,)),  # a prepare the driver never answered: may hold part
         call(6, UNPREPARE, claims=(OTHER,), claim_errors={OTHER[2]: "reset failed"}),
         call(7, UNPREPARE, "UNKNOWN", injected="error"),  # the interposer's fault
+        call(8, PREPARE, claims=(GPUS, OTHER), claim_errors={GPUS[2]: "injected"}, injected="claim-error"),
+        call(9, UNPREPARE, claims=(OTHER,), claim_errors={OTHER[2]: "reset failed"}),  # OTHER reached the driver
     )
     assert unprepare_unknown.check(snap(*fine)) == []
 
