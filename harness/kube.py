@@ -39,12 +39,16 @@ from kubernetes.client import ApiClient, Configuration
 from draguard.harness.core import jsonfast
 from draguard.harness.core.errors import HarnessError
 
-__all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj", "RUN_LABEL"]
+__all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj", "RUN_LABEL", "WORKLOAD_LABEL", "MEMBER_LABEL"]
 
 Obj = dict[str, Any]
 
 RUN_LABEL = "draguard.dev/run"
 """The label every object draguard creates carries, with the run's id as value; cleanup selects on it."""
+WORKLOAD_LABEL = "draguard.dev/workload"
+"""The label of a scenario's pod: the workload it is a member of."""
+MEMBER_LABEL = "draguard.dev/member"
+"""The label of a scenario's pod: its index in its workload."""
 
 
 @dataclass(frozen=True)

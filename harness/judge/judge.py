@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from draguard.harness.core.errors import DraguardError
 from draguard.harness.core.fsio import StampedReads
@@ -38,9 +38,6 @@ from draguard.harness.campaign.retarget import LOCAL_PARTIAL, NOT_JUDGED, PARTIA
 from .incremental import INCREMENTAL, Incremental
 from .observe import Observer, Timeline
 
-if TYPE_CHECKING:
-    from ..runner.timeline import StepRun
-
 __all__ = ["Judge", "JudgedRun", "JUDGE_INTERVAL", "CLAIMS_ROUND_GAP", "record_breaches", "evidence_matches"]
 
 JUDGE_INTERVAL = 0.5
@@ -52,6 +49,13 @@ docs/benchmarks.md has the figures)."""
 CLAIMS_ROUND_GAP = 0.1
 """Seconds at least between two claims rounds (see ``Judge.check_continuously``): while thousands of
 pods are scheduled claims change hundreds of times a second, and a claims round costs a few ms."""
+
+
+class StepRun(Protocol):
+    """A step as it ran (the runner's timeline player keeps one per step)."""
+
+    @property
+    def ran(self) -> float | None: ...
 
 
 class JudgedRun(Protocol):

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.core.errors import HarnessError
-from ..kube import ApiError, Kube, Obj
-from ..runner.deploy import WORKLOAD_LABEL
+from ..kube import WORKLOAD_LABEL, ApiError, Kube, Obj
 
 __all__ = ["Timeline", "TimelineEntry", "Observer", "summarize", "details", "pod_facts"]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from draguard.harness.core.errors import HarnessError
-from ..kube import BULK_PARALLEL, RUN_LABEL, ApiError, Kube, Obj
+from ..kube import BULK_PARALLEL, MEMBER_LABEL, RUN_LABEL, WORKLOAD_LABEL, ApiError, Kube, Obj
 from ..scenario.types import Claim, DeviceClass, Request, Scenario, SubRequest, Toleration, Workload
 
 __all__ = [
@@ -33,8 +33,6 @@ __all__ = [
     "Deployment",
 ]
 
-WORKLOAD_LABEL = "draguard.dev/workload"
-MEMBER_LABEL = "draguard.dev/member"
 SCENARIO_LABEL = "draguard.dev/scenario"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
