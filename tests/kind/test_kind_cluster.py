@@ -64,6 +64,14 @@ def test_nodes_ready_with_a_real_kubelet_and_containerd(kind_cluster: KindCluste
     proxies = [p for p in pods if p["metadata"]["name"].startswith("kube-proxy-")]
     assert len(proxies) == 3
 
+    def coredns_ready() -> list[str]:
+        dns = [p for p in kind_cluster.kube().items("Pod", namespace="kube-system", label_selector="k8s-app=kube-dns")]
+        ready = [p["metadata"]["name"] for p in dns
+                 if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))]
+        return ready if len(ready) == len(dns) == 2 else []
+
+    _wait("CoreDNS (built from its Go module) Ready", coredns_ready, timeout=120)
+
 
 def test_node_image_reused_from_the_cache(kind_cluster: KindCluster) -> None:
     eng = engine_mod.find([], start=False)
@@ -184,8 +192,13 @@ def test_down_leaves_nothing_behind(kind_cluster: KindCluster) -> None:
     assert hostlog.processes_with(str(private.exec_root)) == []
     assert not private.exec_root.exists()
     assert hostlog.bridges() == before["links"]["before"]
-    assert hostlog.nft_tables() == before["nft"]["before"]
+    ruleset = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
+    assert "DOCKER" not in ruleset and " br-" not in ruleset
+    for table in set(hostlog.nft_tables()) - set(before["nft"]["before"]):  # another program's rules, added meanwhile
+        assert not hostlog._only_empty_base_chains(table), f"nft table {table} left behind"
+    assert hostlog.forward_policy() in (None, before["forward-policy"]["old"])
     assert hostlog.sysctl_read("net.ipv4.ip_forward") == before["sysctl"]["old"]
+    assert hostlog._cgroup_dirs(engine_mod.CGROUP_PARENT) == []
     if "dir" in before:
         assert not Path(before["dir"]["path"]).exists()
     assert not private.hostlog.path.exists()

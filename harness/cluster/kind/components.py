@@ -9,6 +9,7 @@ machine's Go toolchain from the module proxy, the same way as the control plane 
 - the CNI plugins ``bridge``, ``loopback``, ``host-local``, ``portmap``
   (``github.com/containernetworking/plugins``);
 - ``crictl`` (``sigs.k8s.io/cri-tools``);
+- ``coredns`` (``github.com/coredns/coredns``), the cluster DNS kubeadm deploys;
 - ``kubelet``, ``kubeadm``, ``kubectl``, ``kube-proxy`` from the pinned ``k8s.io/kubernetes`` module,
   built in the control plane's module (``binaries.stage_module``) with its ldflags, so that Go's build
   cache is shared with the control-plane build;
@@ -39,6 +40,7 @@ __all__ = [
     "CONTAINERD_VERSION",
     "CNI_PLUGINS_VERSION",
     "CRICTL_VERSION",
+    "COREDNS_VERSION",
     "GROUPS",
     "Group",
     "ensure",
@@ -51,6 +53,8 @@ KIND_VERSION = "v0.33.0"
 CONTAINERD_VERSION = "v2.4.2"
 CNI_PLUGINS_VERSION = "v1.10.0"
 CRICTL_VERSION = "v1.37.0"
+COREDNS_VERSION = "v1.14.6"
+"""kubeadm v1.37's CoreDNS (``cmd/kubeadm/app/constants``: CoreDNSVersion), the cluster DNS it deploys."""
 
 PAUSE_SRC = Path(__file__).resolve().parent / "pause"
 """The sandbox process's Go source (a ``main`` package with no dependencies)."""
@@ -98,6 +102,8 @@ GROUPS: dict[str, Group] = {
              "host-local": f"{_CNI}/plugins/ipam/host-local", "portmap": f"{_CNI}/plugins/meta/portmap"},
             CNI_PLUGINS_VERSION),
         f"-s -w -X {_CNI}/pkg/utils/buildversion.BuildVersion={CNI_PLUGINS_VERSION}"),
+    "coredns": Group("coredns", COREDNS_VERSION, _at({"coredns": "github.com/coredns/coredns"}, COREDNS_VERSION),
+                     f"-s -w -X github.com/coredns/coredns/coremain.GitCommit={COREDNS_VERSION}"),
     "crictl": Group("crictl", CRICTL_VERSION, _at({"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"}, CRICTL_VERSION),
                     f"-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version={CRICTL_VERSION}"),
     # Built inside the control plane's module (no @version): same module, same flags, same build cache.

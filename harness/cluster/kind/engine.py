@@ -4,10 +4,11 @@
 answers ``docker info`` (``$DOCKER_HOST`` or the system socket); a podman that answers ``podman info``.
 When none works, :class:`PrivateDockerd` starts Debian's ``dockerd`` with everything of its own: data
 root (under the XDG cache, so imported node images survive it), exec root, socket, pid file and config
-file (under the XDG state dir), no default bridge, and, where the host lacks capabilities, the runtime
-wrapper of :mod:`.quirks` as its default runtime. Every host change it may make (bridges, nftables
-tables, ``ip_forward``, ``/lib/modules``) is journaled in :mod:`.hostlog` before it starts and undone
-when it stops. Talks to: docker/podman CLIs, ``dockerd``.
+file (under the XDG state dir), no default bridge, its containers under the cgroup ``draguard-kind``, and,
+where the host lacks capabilities, the runtime wrapper of :mod:`.quirks` as its default runtime. Every
+host change it may make (bridges, nftables tables, the FORWARD policy, ``ip_forward``, ``/lib/modules``, that cgroup) is
+journaled in :mod:`.hostlog` before it starts and undone when it stops, or by a later process when it was
+killed. Talks to: docker/podman CLIs, ``dockerd``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from draguard.harness.cluster.kind import quirks as quirks_mod
-from draguard.harness.cluster.kind.hostlog import HostLog, bridges, nft_tables, processes_with, sysctl_read
+from draguard.harness.cluster.kind.hostlog import HostLog, bridges, forward_policy, nft_tables, processes_with, sysctl_read
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.paths import cache_dir, state_dir
 from draguard.harness.core.process import kill_pid, pid_alive, spawn
 
-__all__ = ["Engine", "PrivateDockerd", "find", "engine_dir", "missing_engine_tools"]
+__all__ = ["Engine", "PrivateDockerd", "find", "engine_dir", "missing_engine_tools", "CGROUP_PARENT"]
 
 Progress = Callable[[str], None]
+CGROUP_PARENT = "draguard-kind"
+"""The private dockerd's containers live under this cgroup, so that what a killed engine leaves can be found."""
 
 
 def engine_dir() -> Path:
@@ -127,7 +130,8 @@ class PrivateDockerd:
         config.write_text("{}\n")  # not the system's /etc/docker/daemon.json
         argv = [shutil.which("dockerd") or "dockerd", f"--config-file={config}", f"--data-root={self.data_root}",
                 f"--exec-root={self.exec_root}", f"--host=unix://{self.socket}", f"--pidfile={self.pidfile}",
-                "--bridge=none", "--storage-driver=overlay2", "--exec-opt=native.cgroupdriver=cgroupfs", "--log-level=warn"]
+                "--bridge=none", "--storage-driver=overlay2", "--exec-opt=native.cgroupdriver=cgroupfs",
+                f"--cgroup-parent=/{CGROUP_PARENT}", "--log-level=warn"]
         caps = next((q for q in host_quirks if q.name == "capabilities"), None)
         if caps is not None:
             runc = shutil.which("runc") or "/usr/sbin/runc"
@@ -137,10 +141,12 @@ class PrivateDockerd:
         self.hostlog.record("sysctl", key="net.ipv4.ip_forward", old=sysctl_read("net.ipv4.ip_forward"))
         self.hostlog.record("links", before=bridges())
         self.hostlog.record("nft", before=nft_tables())
+        self.hostlog.record("forward-policy", old=forward_policy() or "ACCEPT")
         if not Path("/lib/modules").exists():  # kind mounts it into every node; docker creates it when missing
             self.hostlog.record("dir", path="/lib/modules")
         self.hostlog.record("tree", path=str(self.exec_root))
         self.hostlog.record("mounts", path=str(self.data_root))
+        self.hostlog.record("cgroup", name=CGROUP_PARENT)
         self.hostlog.record("processes", marker=str(self.exec_root))
         progress(f"starting a private dockerd (socket {self.socket})")
         with self.log.open("a") as log:

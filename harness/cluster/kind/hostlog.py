@@ -8,12 +8,17 @@ Entry kinds and their undo:
 
 - ``sysctl`` (``key``, ``old``): write the old value back (dockerd turns ``net.ipv4.ip_forward`` on);
 - ``links`` (``before``): delete the bridges named like the engine's (``docker0``, ``br-*``) that were not there;
-- ``nft`` (``before``): delete the nftables tables that were not there; in tables that were, delete the
-  engine's chains (``DOCKER*``) and the rules that jump to them;
+- ``nft`` (``before``): delete the engine's chains (``DOCKER*``) and the rules that jump to them, then the
+  tables that were not there and hold nothing else (rules another program added meanwhile stay);
+- ``forward-policy`` (``old``): put the iptables FORWARD policy back (dockerd sets it to DROP when it turns
+  forwarding on);
 - ``dir`` (``path``): remove a directory the engine created where there was none (kind mounts
   ``/lib/modules``), if it is still empty;
 - ``processes`` (``marker``): stop every process whose command line contains the marker (the engine's own
   exec root: dockerd, its containerd and shims), newest first;
+- ``cgroup`` (``name``): kill every process left in that cgroup subtree of every hierarchy (the engine's
+  containers, its nodes' systemd, kubelet and pods, when the engine was killed before it could stop them),
+  then remove the subtree;
 - ``mounts`` (``path``): unmount what a killed engine left mounted under ``path`` (its data root);
 - ``tree`` (``path``): remove a directory tree (the engine's exec root and socket directory).
 
@@ -33,7 +38,7 @@ from typing import Any
 
 from draguard.harness.core.process import kill_pid
 
-__all__ = ["HostLog", "bridges", "nft_tables", "processes_with", "sysctl_read"]
+__all__ = ["HostLog", "bridges", "nft_tables", "processes_with", "sysctl_read", "kill_cgroup_tree", "forward_policy"]
 
 Log = Callable[[str], None]
 
@@ -92,6 +97,32 @@ def _strip_engine_chains(family_table: str) -> None:
             subprocess.run([tool, "-t", table, "-X", chain], capture_output=True, check=False)
 
 
+_BASE_CHAINS = {"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"}
+
+
+def _only_empty_base_chains(family_table: str) -> bool:
+    """Whether the table holds nothing but the iptables base chains, without rules."""
+    out = subprocess.run(["nft", "list", "table", *family_table.split()], capture_output=True, text=True, check=False).stdout
+    for line in out.splitlines():
+        words = line.split()
+        if not words or words[0] in ("table", "}", "#") or words[0].startswith("#") or words[0] == "type":
+            continue
+        if words[0] == "chain":
+            if words[1] not in _BASE_CHAINS:
+                return False
+            continue
+        return False  # a rule
+    return True
+
+
+def forward_policy() -> str | None:
+    """The iptables FORWARD chain's policy (``ACCEPT``/``DROP``), None when there is no such chain."""
+    if shutil.which("iptables") is None:
+        return None
+    out = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True, check=False).stdout
+    return next((line.split()[2] for line in out.splitlines() if line.startswith("-P FORWARD ")), None)
+
+
 class HostLog:
     """Append-only, fsynced; one per private engine."""
 
@@ -137,11 +168,14 @@ class HostLog:
                         done.append(f"deleted bridge {name}")
             elif kind == "nft":
                 for table in nft_tables():
-                    if table not in e["before"]:
+                    _strip_engine_chains(table)
+                    if table not in e["before"] and _only_empty_base_chains(table):  # another user's rules stay
                         subprocess.run(["nft", "delete", "table", *table.split()], capture_output=True, check=False)
                         done.append(f"deleted nft table {table}")
-                    else:
-                        _strip_engine_chains(table)
+            elif kind == "forward-policy":
+                if shutil.which("iptables") and e.get("old") and forward_policy() not in (None, e["old"]):
+                    subprocess.run(["iptables", "-P", "FORWARD", e["old"]], capture_output=True, check=False)
+                    done.append(f"iptables FORWARD policy {e['old']}")
             elif kind == "dir":
                 path = Path(e["path"])
                 try:
@@ -149,6 +183,10 @@ class HostLog:
                     done.append(f"removed {path}")
                 except OSError:
                     pass
+            elif kind == "cgroup":
+                killed = kill_cgroup_tree(e["name"])
+                if killed:
+                    done.append(f"killed {killed} process(es) left in cgroup {e['name']}")
             elif kind == "mounts":
                 _unmount_under(Path(e["path"]))
             elif kind == "tree":
@@ -160,6 +198,52 @@ class HostLog:
             log(line)
         self.path.unlink(missing_ok=True)
         return done
+
+
+def _cgroup_dirs(name: str) -> list[Path]:
+    """``name`` under every mounted cgroup hierarchy (v1 and v2) where it exists."""
+    out = []
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if fields[2] in ("cgroup", "cgroup2") and (Path(fields[1]) / name).is_dir():
+                out.append(Path(fields[1]) / name)
+    except OSError:
+        pass
+    return out
+
+
+def kill_cgroup_tree(name: str, timeout: float = 20.0) -> int:
+    """SIGKILL every process in cgroup ``name`` and below, in every hierarchy, then remove the cgroups; returns
+    how many processes were killed."""
+    import signal
+
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids: set[int] = set()
+        for root in _cgroup_dirs(name):
+            for procs in root.rglob("cgroup.procs"):
+                try:
+                    pids.update(int(p) for p in procs.read_text().split())
+                except (OSError, ValueError):
+                    continue
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except OSError:
+                pass
+        time.sleep(0.2)
+    for root in _cgroup_dirs(name):
+        for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [root]:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+    return len(killed)
 
 
 def _unmount_under(root: Path) -> None:

@@ -11,7 +11,7 @@ node image is therefore assembled here, in stages, each cached under ``$XDG_CACH
 2. **node rootfs** (``node-<key>.tar``): the base plus :mod:`.nodefiles`, containerd/ctr/shim, crictl, the CNI
    plugins, kubelet/kubeadm/kubectl (:mod:`.components`), ``/etc/containerd/cri-base.json`` from
    ``ctr oci spec``, and the images kubeadm starts (kube-apiserver, kube-controller-manager,
-   kube-scheduler, etcd, kube-proxy, pause) made from local binaries by :mod:`.oci` and imported into the
+   kube-scheduler, etcd, kube-proxy, CoreDNS, pause) made from local binaries by :mod:`.oci` and imported into the
    rootfs's ``/var/lib/containerd`` by a containerd started for that alone;
 3. **engine image** (``draguard.dev/kind-node:<version>-<key>``): the node rootfs as the one layer of a
    docker-archive (``node-<key>.tar``) with systemd's stop signal (``SIGRTMIN+3``) and the entrypoint, loaded
@@ -90,7 +90,8 @@ def _base_key() -> str:
 def node_image_key() -> str:
     files = json.dumps(nodefiles.node_files(bins.K8S_VERSION), sort_keys=True)
     return _digest(_base_key(), bins.K8S_VERSION, components.KIND_VERSION, components.CONTAINERD_VERSION,
-                   components.CNI_PLUGINS_VERSION, components.CRICTL_VERSION, components.go_version(), ETCD_IMAGE_TAG,
+                   components.CNI_PLUGINS_VERSION, components.CRICTL_VERSION, components.COREDNS_VERSION, components.go_version(),
+                   ETCD_IMAGE_TAG,
                    nodefiles.SANDBOX_IMAGE, files, _FORMAT)
 
 
@@ -289,7 +290,7 @@ def build_node_rootfs(image: NodeImage, progress: Progress = print) -> Path:
         spec = subprocess.run([str(groups["containerd"].path("ctr")), "oci", "spec"], capture_output=True, text=True, check=True)
         (root / "etc/containerd/cri-base.json").write_text(json.dumps(nodefiles.cri_base_spec(json.loads(spec.stdout)), indent=2))
         _run(["chroot", str(root), "systemctl", "enable", "kubelet.service", "containerd.service"], "enabling the node's units", log)
-        progress("making the control-plane, etcd, kube-proxy and pause images from local binaries")
+        progress("making the control-plane, etcd, kube-proxy, CoreDNS and pause images from local binaries")
         images = work / "images"
         version = bins.K8S_VERSION
         archives = [
@@ -299,6 +300,11 @@ def build_node_rootfs(image: NodeImage, progress: Progress = print) -> Path:
         archives.append(_static_image("etcd", f"registry.k8s.io/etcd:{ETCD_IMAGE_TAG}", control.path("etcd"), images / "etcd.tar"))
         archives.append(_kube_proxy_image(root, groups["kubernetes"].path("kube-proxy"), f"registry.k8s.io/kube-proxy:{version}",
                                           images / "kube-proxy.tar", log))  # fmt: skip
+        archives.append(write_image(ImageSpec(tags=[f"registry.k8s.io/coredns/coredns:{components.COREDNS_VERSION}"],
+                                              entries=[Entry("/coredns", source=groups["coredns"].path("coredns")),
+                                                       Entry("/etc/ssl/certs/ca-certificates.crt", mode=0o644,
+                                                             source=root / "etc/ssl/certs/ca-certificates.crt")],
+                                              entrypoint=["/coredns"]), images / "coredns.tar"))  # fmt: skip
         pause = write_image(ImageSpec(tags=[nodefiles.SANDBOX_IMAGE], entries=[Entry("/pause", source=groups["pause"].path("pause"))],
                                       entrypoint=["/pause"]), images / "pause.tar")  # fmt: skip
         archives.append(pause)

@@ -70,6 +70,23 @@ say "iptables backend: $mode"
 update-alternatives --set iptables "/usr/sbin/iptables-$mode" >/dev/null
 update-alternatives --set ip6tables "/usr/sbin/ip6tables-$mode" >/dev/null
 
+# DNS: docker's embedded server answers at 127.0.0.11 inside this network namespace only (its DNAT rules
+# hang off OUTPUT). Pods, CoreDNS among them, cannot use a loopback address, so the node names its default
+# gateway instead and the same rules also catch traffic arriving for it (PREROUTING; route_localnet lets
+# that traffic be sent to 127.0.0.11).
+gateway=$(ip -4 route show default | awk '{print $3; exit}')
+if [[ -n "$gateway" ]] && grep -q '^nameserver 127\.0\.0\.11' /etc/resolv.conf; then
+  sysctl -qw net.ipv4.conf.all.route_localnet=1
+  iptables-save -t nat \
+    | sed -e "s/-d 127\.0\.0\.11/-d $gateway/g" \
+          -e 's/^-A OUTPUT \(.*\) -j DOCKER_OUTPUT$/&\n-A PREROUTING \1 -j DOCKER_OUTPUT/' \
+          -e "s/--to-source :53/--to-source $gateway:53/g" \
+    | iptables-restore || say "could not point pods' DNS at $gateway"
+  resolv=$(sed "s/^nameserver 127\.0\.0\.11/nameserver $gateway/" /etc/resolv.conf)
+  echo "$resolv" > /etc/resolv.conf  # in place: the engine bind-mounts this file
+  say "DNS for pods: $gateway"
+fi
+
 say "starting $*"
 exec "$@"
 """
