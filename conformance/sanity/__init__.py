@@ -14,7 +14,8 @@ registered check per rule, one module per area:
     concurrency   concurrent calls on one and many claims; no call blocked by a slow one
     health        the DRAResourceHealth stream: opens, published devices only, breaks reported,
                   served implies advertised
-    slices        the published pool: complete, unique names, typed values, the node named
+    slices        the published pool: complete, unique names, typed values, the node named,
+                  counters of partitionable devices
 
 Each check has a stable id (``sanity.<area>.<name>``), a one-line rule, its source, and ends
 passed, failed with evidence, skipped with the reason, or error. Entry points: :func:`run_sanity`

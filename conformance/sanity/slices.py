@@ -171,3 +171,51 @@ def node(ctx: SanityContext) -> None:
                        f"slice {name} device {d.get('name')} is not for node {ctx.node}", [name], [d.get("name", "")])
         else:
             expect(bool(spec.get("allNodes")), f"slice {name} names no node at all", [name])
+
+
+@sanity_check(
+    "sanity.slices.counters",
+    rule="each device that consumes counters names a counter set its pool publishes, and consumes only counters "
+         "of that set, none more than the set holds",
+    source=f"KEP-4815 (partitionable devices: sharedCounters, consumesCounters); {API}",
+    capability="partitionable-devices",
+)
+def counters(ctx: SanityContext) -> None:
+    from draguard.harness.cel import parse_quantity
+
+    slices = _slices(ctx)
+    sets: dict[tuple[str, str], dict[str, str]] = {}
+    for s in slices:
+        pool = s["spec"].get("pool", {}).get("name", "")
+        for cs in s["spec"].get("sharedCounters") or []:
+            sets[(pool, str(cs.get("name")))] = {k: str((v or {}).get("value", "")) for k, v in
+                                                 (cs.get("counters") or {}).items()}
+    problems: list[str] = []
+    consumers = 0
+    for s in slices:
+        pool = s["spec"].get("pool", {}).get("name", "")
+        for d in s["spec"].get("devices") or []:
+            for use in d.get("consumesCounters") or []:
+                consumers += 1
+                name = str(use.get("counterSet"))
+                have = sets.get((pool, name))
+                if have is None:
+                    problems.append(f"{d.get('name')}: counter set {name} is not published in pool {pool}")
+                    continue
+                for counter, v in (use.get("counters") or {}).items():
+                    want = str((v or {}).get("value", ""))
+                    if counter not in have:
+                        problems.append(f"{d.get('name')}: counter {counter} is not in set {name}")
+                    else:
+                        try:
+                            if parse_quantity(want) > parse_quantity(have[counter]):
+                                problems.append(f"{d.get('name')}: consumes {want} of {name}/{counter}, "
+                                                f"which holds {have[counter]}")
+                        except ValueError as exc:
+                            problems.append(f"{d.get('name')}: {name}/{counter}: {exc}")
+    if not consumers:
+        caps = ctx.config.capabilities
+        expect(caps is None, f"the driver declares partitionable devices (--capabilities {caps.source if caps else ''}) "
+               f"but none of its {len(ctx.node_devices())} devices on node {ctx.node} consumes counters")
+        raise Skip("no device of the node consumes counters (the driver publishes no partitionable device)")
+    expect(not problems, f"{len(problems)} counter problem(s): {problems[:5]}", devices=[p.split(":")[0] for p in problems[:5]])
