@@ -1,6 +1,6 @@
 """The guardrail linter (``draguard lint``): the rules draguard checks at run time, applied to manifests.
 
-Data flows: ``source`` reads files, folders and Helm charts into located documents; ``inventory``
+Data flows: ``reader`` reads files, folders and Helm charts into located documents; ``inventory``
 walks them into pod templates, claims and classes; each module of ``rules/`` registers one check
 (or a close pair) with ``registry.rule``; ``engine`` runs them; ``formats`` renders findings as text,
 JSON, SARIF 2.1.0 or GitHub annotations; ``server`` adds a server-side dry run.
@@ -14,7 +14,7 @@ from .engine import DEFAULT_TARGET_RELEASE, Finding, Report, lint, lint_document
 from .formats import FORMATS, render
 from .registry import RULES, Rule, Severity, Violation, rule
 from .server import ServerCheck
-from .source import LintInputError, Location, NotChecked
+from .document import LintInputError, Location, NotChecked
 
 __all__ = [
     "DEFAULT_TARGET_RELEASE",

@@ -15,7 +15,8 @@ from . import server as _server  # noqa: F401  (registers server-rejected)
 from .inventory import build
 from .registry import RULES, Rule, Severity
 from .server import ServerCheck
-from .source import Document, LintInputError, NotChecked, load
+from .document import Document, LintInputError, NotChecked
+from .reader import load
 from .sources import CodeFile
 
 __all__ = ["Finding", "Report", "lint", "lint_documents", "DEFAULT_TARGET_RELEASE", "parse_release"]

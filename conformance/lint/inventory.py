@@ -19,7 +19,7 @@ from typing import Any
 from draguard.harness.cel import CelError, compile_selector
 
 from .knowledge import knowledge
-from .source import Document, Location
+from .document import Document, Location
 from .sources.model import CodeFile
 
 __all__ = [

@@ -22,7 +22,7 @@ from draguard.harness.core.errors import DefinitionError
 
 if TYPE_CHECKING:
     from .inventory import Inventory
-    from .source import Location
+    from .document import Location
 
 __all__ = ["Severity", "Violation", "Rule", "RULES", "rule", "CheckFn"]
 

@@ -19,7 +19,7 @@ from draguard.harness.kube import ApiError, Kube
 
 from .inventory import Inventory
 from .registry import Severity, Violation, rule
-from .source import Document, Location, NotChecked
+from .document import Document, Location, NotChecked
 
 __all__ = ["ServerCheck"]
 

@@ -33,38 +33,15 @@ from dataclasses import dataclass
 from draguard.harness.cluster.target import KubeTarget
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.driver.external import TEST_DRIVER_NAME
-from draguard.harness.kube import ApiError, Kube, Obj
+from draguard.harness.kube import ApiError, Kube
 from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
+from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes, scenario_devices
 
 __all__ = ["RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
            "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
-
-PARTIAL: Mapping[str, str] = {
-    "no-leak": "judged from the API only (reservations, allocations, pods stuck deleting, the device inventory of "
-               "the driver's slices on the scenario's nodes); the driver's checkpoint, CDI specs and device truth "
-               "are not readable for an installed driver",
-    "no-double-allocation": "judged from the API's allocations only; the driver's own books and the device truth "
-                            "are not readable for an installed driver",
-    "sharing-explicit": "judged from the API only (a shared device's claims name a sharing strategy); sharing state "
-                        "left on a device is not readable for an installed driver",
-}
-"""Invariants judged from the API alone against an installed driver -> what is left out."""
-
-LOCAL_PARTIAL: Mapping[str, str] = {
-    **PARTIAL,
-    "no-leak": "judged from the API and from the CDI specs the upstream test driver leaves on each node (its outside "
-               "view of what it holds prepared); its in-memory books and the device truth are not readable",
-}
-"""As :data:`PARTIAL`, when draguard runs the upstream test driver itself (``--cluster local``)."""
-
-NOT_JUDGED: Mapping[str, str] = {
-    "container-devices": "needs the fake node's device truth (which devices each container got, and whether its "
-                         "CDI IDs resolved); an installed driver's nodes do not expose it",
-}
-"""Invariants that cannot be judged against an installed driver -> why."""
 
 DESTRUCTIVE: Mapping[str, str] = {
     "drain-node": "cordons a node and evicts pods from it",
@@ -163,22 +140,6 @@ def detect(kube: Kube, target: RunTarget) -> ClusterFacts:
         podgroups = False
     allocatable = {n: frozenset((obj.get("status") or {}).get("allocatable") or {}) for n, obj in nodes.items()}
     return ClusterFacts({n: tuple(sorted(d)) for n, d in devices.items()}, frozenset(attributes), allocatable, podgroups)
-
-
-def scenario_devices(scenario: Scenario) -> dict[str, int]:
-    """Scenario node -> how many devices its fake topology has (0 when it has none)."""
-    from draguard.harness.driver.topology import preset
-
-    out: dict[str, int] = {}
-    for node in scenario.nodes:
-        t = node.topology
-        if t is None:
-            out[node.name] = 0
-        elif t.preset:
-            out[node.name] = len(preset(t.preset))
-        else:
-            out[node.name] = t.gpus or len(t.devices)
-    return out
 
 
 def _demand(scenario: Scenario) -> int | None:
@@ -367,24 +328,6 @@ def not_applicable_result(sc: Scenario, reasons: list[str], target: RunTarget) -
     result.not_applicable = f"not applicable on driver {target.driver}: " + "; ".join(reasons)
     result.environment = {"driver": {"name": target.driver, "kind": "external", "deviceClass": target.device_class}}
     return result
-
-
-def pinned_nodes(sc: Scenario) -> list[str] | None:
-    """The nodes a retargeted scenario's pods are pinned to (None: not retargeted, no pinning)."""
-    return [n.name for n in sc.nodes] if sc.driver.kind == "external" and sc.nodes else None
-
-
-def free_devices(kube: Kube, driver: str, nodes: list[str]) -> frozenset[tuple[str, str, str]]:
-    """(driver, pool, device) published for ``nodes`` and not allocated to any claim now: the inventory
-    a retargeted run's no-leak compares against (other users' devices are not this run's to return)."""
-    slices, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={driver}")
-    published = {(driver, s["spec"]["pool"]["name"], d["name"]) for s in slices
-                 if s["spec"].get("nodeName") in nodes for d in s["spec"].get("devices") or []}
-    taken: set[tuple[str, str, str]] = set()
-    for claim in kube.items("ResourceClaim"):
-        results: list[Obj] = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
-        taken.update((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results)
-    return frozenset(published - taken)
 
 
 @dataclass(frozen=True)

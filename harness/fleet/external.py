@@ -17,9 +17,10 @@ from __future__ import annotations
 import time
 
 from draguard.harness.core.errors import UsageError
-from draguard.harness.campaign.retarget import free_devices, pinned_nodes, scenario_devices
+from .coverage import free_devices, pinned_nodes, scenario_devices
 from ..invariants import DeviceId
 from ..kube import RUN_LABEL
+from .hollow import start_kubelets
 from .base import FLEETS, Fleet, FleetRun
 
 __all__ = ["ExternalFleet", "InstalledFleet"]
@@ -33,7 +34,6 @@ class ExternalFleet(Fleet):
     def start(self, run: FleetRun) -> None:
         from ..driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
         from ..nodes.process import FakeNodesProcess
-        from .kubelet import start_kubelets
 
         sc = run.scenario
         assert run.cluster is not None

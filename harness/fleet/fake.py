@@ -18,6 +18,7 @@ from typing import Any
 
 from draguard.harness.core.errors import HarnessError
 from ..scenario.types import PER_NODE_UP_TO, Topology
+from .hollow import start_kubelets
 from .base import FLEETS, Fleet, FleetRun
 
 __all__ = ["FakeFleet", "topology_file"]
@@ -31,7 +32,6 @@ class FakeFleet(Fleet):
     def start(self, run: FleetRun) -> None:
         from ..driver.process import FakeDriverProcess
         from ..nodes.process import FakeNodesProcess
-        from .kubelet import start_kubelets
 
         sc = run.scenario
         kubeconfig = run.kubeconfig

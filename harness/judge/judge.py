@@ -34,7 +34,7 @@ from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, Node
 from ..result import Evidence, ExpectationResult, InvariantResult, ScenarioResult, Status
 from ..scenario.checks import lacking
 from ..scenario.types import Condition, EvidenceRule, Progress, Scenario
-from draguard.harness.campaign.retarget import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL
+from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL
 from .incremental import INCREMENTAL, Incremental
 from .observe import Observer, Timeline
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from draguard.harness.core.errors import HarnessError
+from ..fleet.coverage import pinned_nodes
 from ..kube import BULK_PARALLEL, MEMBER_LABEL, RUN_LABEL, WORKLOAD_LABEL, ApiError, Kube, Obj
 from ..scenario.types import Claim, DeviceClass, Request, Scenario, SubRequest, Toleration, Workload
 
@@ -242,8 +243,6 @@ class Deployment:
     def deploy(self, log: Callable[[str], None]) -> None:
         """DeviceClasses, PriorityClasses, claims and templates, PodGroups, then the pods (interleaved
         where the scenario says), once the namespace is ready."""
-        from draguard.harness.campaign.retarget import pinned_nodes
-
         sc = self.scenario
         self.kube.wait_namespace_ready(self.namespace)
         for dc in sc.device_classes:
@@ -272,8 +271,6 @@ class Deployment:
 
     def create_workload(self, workload: str) -> None:
         """Create the pods of a deferred workload (``arrive``, ``preempt``)."""
-        from draguard.harness.campaign.retarget import pinned_nodes
-
         w = self.scenario.workload(workload)
         self.create_all([pod(w, member, self.namespace, self.run_id, self.scenario.name, pinned_nodes(self.scenario))
                          for member in range(w.replicas)])  # fmt: skip

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..inventory import RESOURCE_GROUP, Inventory
 from ..registry import Severity, Violation, rule
-from ..source import Location
+from ..document import Location
 
 Release = tuple[int, int]
 

@@ -20,7 +20,7 @@ from draguard.harness.cel import parse_quantity
 from ..inventory import Inventory, PodTemplate
 from ..knowledge import knowledge
 from ..registry import Severity, Violation, rule
-from ..source import Location
+from ..document import Location
 
 __all__ = ["accelerator_totals"]
 

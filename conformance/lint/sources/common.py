@@ -30,7 +30,7 @@ import tree_sitter
 from draguard.harness.cel import parse_quantity
 
 from ..knowledge import knowledge
-from ..source import Document, LintInputError, Location, NotChecked, TextOrigin, parse_text
+from ..document import Document, LintInputError, Location, NotChecked, TextOrigin, parse_text
 from .model import CodeFile, PodSpecInCode, ResourceUse, VersionUse
 
 __all__ = ["Grammar", "SourceText", "analyse", "blank_template_actions"]

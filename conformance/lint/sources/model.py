@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..source import Document, Location, NotChecked
+from ..document import Document, Location, NotChecked
 
 __all__ = ["ResourceUse", "PodSpecInCode", "VersionUse", "CodeFile"]
 

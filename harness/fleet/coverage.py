@@ -1,0 +1,73 @@
+"""What draguard sees of a driver it did not write (the upstream test driver it runs, or a driver already
+installed in the cluster): the invariants judged in part or not at all without the fake driver's books
+and device truth, the nodes a retargeted scenario's pods are pinned to, and the free devices its
+no-leak compares against.
+
+Used by the external and installed fleets, the judge, the deployment and retargeting
+(:mod:`draguard.harness.campaign.retarget`). Talks to: the cluster (ResourceSlices, ResourceClaims).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from draguard.harness.driver.topology import preset
+from draguard.harness.kube import Kube, Obj
+from draguard.harness.scenario.types import Scenario
+
+__all__ = ["PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "scenario_devices", "pinned_nodes", "free_devices"]
+
+PARTIAL: Mapping[str, str] = {
+    "no-leak": "judged from the API only (reservations, allocations, pods stuck deleting, the device inventory of "
+               "the driver's slices on the scenario's nodes); the driver's checkpoint, CDI specs and device truth "
+               "are not readable for an installed driver",
+    "no-double-allocation": "judged from the API's allocations only; the driver's own books and the device truth "
+                            "are not readable for an installed driver",
+    "sharing-explicit": "judged from the API only (a shared device's claims name a sharing strategy); sharing state "
+                        "left on a device is not readable for an installed driver",
+}
+"""Invariants judged from the API alone against an installed driver -> what is left out."""
+
+LOCAL_PARTIAL: Mapping[str, str] = {
+    **PARTIAL,
+    "no-leak": "judged from the API and from the CDI specs the upstream test driver leaves on each node (its outside "
+               "view of what it holds prepared); its in-memory books and the device truth are not readable",
+}
+"""As :data:`PARTIAL`, when draguard runs the upstream test driver itself (``--cluster local``)."""
+
+NOT_JUDGED: Mapping[str, str] = {
+    "container-devices": "needs the fake node's device truth (which devices each container got, and whether its "
+                         "CDI IDs resolved); an installed driver's nodes do not expose it",
+}
+"""Invariants that cannot be judged against an installed driver -> why."""
+
+def scenario_devices(scenario: Scenario) -> dict[str, int]:
+    """Scenario node -> how many devices its fake topology has (0 when it has none)."""
+    out: dict[str, int] = {}
+    for node in scenario.nodes:
+        t = node.topology
+        if t is None:
+            out[node.name] = 0
+        elif t.preset:
+            out[node.name] = len(preset(t.preset))
+        else:
+            out[node.name] = t.gpus or len(t.devices)
+    return out
+
+
+def pinned_nodes(sc: Scenario) -> list[str] | None:
+    """The nodes a retargeted scenario's pods are pinned to (None: not retargeted, no pinning)."""
+    return [n.name for n in sc.nodes] if sc.driver.kind == "external" and sc.nodes else None
+
+
+def free_devices(kube: Kube, driver: str, nodes: list[str]) -> frozenset[tuple[str, str, str]]:
+    """(driver, pool, device) published for ``nodes`` and not allocated to any claim now: the inventory
+    a retargeted run's no-leak compares against (other users' devices are not this run's to return)."""
+    slices, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={driver}")
+    published = {(driver, s["spec"]["pool"]["name"], d["name"]) for s in slices
+                 if s["spec"].get("nodeName") in nodes for d in s["spec"].get("devices") or []}
+    taken: set[tuple[str, str, str]] = set()
+    for claim in kube.items("ResourceClaim"):
+        results: list[Obj] = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        taken.update((r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results)
+    return frozenset(published - taken)
