@@ -127,6 +127,11 @@ def conformance_command(
 @_restart
 @_fake
 @_wait
+@click.option("--capabilities", "capabilities_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML/JSON file of what the driver supports (see draguard sanity --help); the sanity checks "
+                   "for what it does not declare are reported not applicable.")
+@click.option("--idempotent-count", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="How many times each sanity prepare and unprepare check makes each call, comparing the answers.")
 @click.option("--programme", "programmes", multiple=True,
               help="Also render the evidence this programme wants into the bundle: ai-conformance (repeatable).")
 @click.option("--verify", "bundle", type=click.Path(path_type=Path), default=None,
@@ -136,7 +141,8 @@ def certify_command(
     kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], product: Path | None, out: Path | None, registration_socket: Path | None,
     plugin_socket: Path | None, node: str | None, cdi_dir: Path | None, restart_command: str | None,
-    fake_driver_root: Path | None, wait_timeout: float, programmes: tuple[str, ...], bundle: Path | None,
+    fake_driver_root: Path | None, wait_timeout: float, capabilities_file: Path | None, idempotent_count: int,
+    programmes: tuple[str, ...], bundle: Path | None,
 ) -> int:
     """Run the suites against a driver and write a certification bundle (or --verify one)."""
     kubeconfig, context = kube.kubeconfig, kube.context
@@ -161,6 +167,7 @@ def certify_command(
         profiles=parse_profiles(profiles), context=context, nodes=nodes, registration_socket=registration_socket,
         plugin_socket=plugin_socket, node=node, cdi_dir=cdi_dir, restart_command=restart_command,
         fake_driver_root=fake_driver_root, wait_timeout=wait_timeout, programmes=parse_programmes(programmes),
+        capabilities=capabilities_file, idempotent_count=idempotent_count,
         argv=_argv(click.get_current_context()),
     )
     result, archive = certify(opts, _line)

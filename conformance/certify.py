@@ -34,6 +34,7 @@ from draguard.reports.bundle import Verification, load_product, open_bundle, ver
 from .cluster import PROFILES, ClusterConfig, CommandAccess, FakeDriverAccess, cluster_checks, run_conformance
 from .programmes import PROGRAMMES, BundleView, programme, release_of
 from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity
+from .sanity.capabilities import load_capabilities
 
 __all__ = ["CertifyOptions", "certify", "parse_profiles", "parse_programmes", "required_checks", "verify",
            "OPTIONAL_SANITY_AREAS"]
@@ -45,11 +46,12 @@ OPTIONAL_SANITY_AREAS = ("health", "cdi")
 def required_checks(profiles: tuple[str, ...] | list[str], sanity: bool) -> list[str]:
     """The checks a bundle of these profiles must show run (passed, failed or not applicable, never skipped):
     each chosen profile's checks that need nothing beyond the API (no node access, restart, second node,
-    optional API), and, when the sanity suite ran, its checks that need no fault hook, outside the
-    optional areas (health stream, CDI)."""
+    optional API), and, when the sanity suite ran, its checks that need no fault hook and test no
+    capability a driver may lack (partitionable devices...), outside the optional areas (health stream, CDI)."""
     required = [e.name for e in cluster_checks(tuple(profiles)) if not e.meta.get("needs")]
     if sanity:
         required += [e.name for e in CHECKS if e.name.startswith("sanity.") and not e.meta.get("needs")
+                     and not e.meta.get("capability")  # a capability a driver may lack (--capabilities)
                      and e.meta.get("area") not in OPTIONAL_SANITY_AREAS]
     return sorted(required)
 
@@ -89,6 +91,9 @@ class CertifyOptions:
     cdi_dir: Path | None = None
     restart_command: str | None = None
     fake_driver_root: Path | None = None
+    capabilities: Path | None = None
+    """What the driver declares it supports (sanity ``--capabilities``); read before the cluster is touched."""
+    idempotent_count: int = 10
     wait_timeout: float = 60.0
     programmes: tuple[str, ...] = ()
     """Programmes whose files to render into the bundle (``--programme``)."""
@@ -138,6 +143,7 @@ def _environment(kube: Kube, driver: str, product: dict[str, Any]) -> dict[str, 
 def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | None = None) -> tuple[RunResult, Path]:
     """Run the suites and write the bundle; returns the merged result and the archive's path."""
     product = load_product(opts.product)
+    declared = load_capabilities(opts.capabilities) if opts.capabilities is not None else None
     if opts.out.exists() and not opts.out.is_dir():
         raise UsageError(f"--out {opts.out}: exists and is not a folder")
     kube = Kube.from_kubeconfig(opts.kubeconfig, opts.context)
@@ -151,7 +157,7 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
         with tempfile.TemporaryDirectory(prefix="dgcert") as tmp:
             trace = Path(tmp) / "grpc-calls.jsonl"
             hooks: Any = None
-            restart = CommandHooks(opts.restart_command) if opts.restart_command else None
+            restart = CommandHooks(opts.restart_command, node=opts.node) if opts.restart_command else None
             if opts.fake_driver_root is not None and opts.node:
                 hooks = FakeDriverHooks(opts.fake_driver_root, opts.node, opts.driver, process=restart)
                 if restart is None:
@@ -161,7 +167,7 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
             sanity = run_sanity(SanityConfig(
                 registration_socket=opts.registration_socket.absolute(), kubeconfig=opts.kubeconfig, driver=opts.driver,
                 plugin_socket=opts.plugin_socket, node=opts.node, cdi_dir=opts.cdi_dir, context=opts.context,
-                trace=trace), hooks, on_result=on_result)
+                trace=trace, capabilities=declared, idempotent_count=opts.idempotent_count), hooks, on_result=on_result)
             result.checks += sanity.checks
             env["sanity"] = sanity.environment
             if trace.exists():
