@@ -38,9 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ruamel.yaml import YAML
+
 from draguard.harness.core import jsonfast
-from .core.fsio import atomic_write
 from draguard.harness.core.errors import HarnessError
+
+from .core.fsio import atomic_write
 
 __all__ = [
     "CDI_VERSION",
@@ -358,8 +361,6 @@ def _read_text(path: Path) -> str:
 def _parse_text(path: Path, text: str) -> Spec:
     try:
         if path.suffix == ".yaml":
-            from ruamel.yaml import YAML
-
             raw = YAML(typ="safe").load(text)
         else:
             raw = jsonfast.loads(text)

@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING, Any
 
 from draguard.harness.core.errors import DraguardError, HarnessError
 from draguard.harness.kube import RUN_LABEL, Kube
+from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
+from draguard.harness.scenario.loader import parse_scenario
 
 if TYPE_CHECKING:
     from draguard.harness.runner.runner import Runner
@@ -233,9 +235,6 @@ _CLAIM = re.compile(r"ResourceClaim/[^/\s,]+/([^\s,]+)")
 
 
 def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progress: Progress) -> dict[str, Any]:
-    from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
-    from draguard.harness.scenario.loader import parse_scenario
-
     window = injections * 1.4 + 15  # every injection sent, and a few rounds to report the last one
     scenario = parse_scenario(_scenario(nodes, pods, devices, window), "bench-detection.yaml")
     with tempfile.TemporaryDirectory(prefix="dgdetect") as tmp:

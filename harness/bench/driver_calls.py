@@ -47,8 +47,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from draguard.harness.bench.floor import FloorServer
 from draguard.harness.cluster.local import LocalCluster
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.fsio import atomic_write
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
+from draguard.harness.driver.host import DriverHostProcess, HostedNode
+from draguard.harness.driver.process import FakeDriverProcess
+from draguard.harness.grpcapi.plugin import ClaimRef, PluginClient
 from draguard.harness.kube import RUN_LABEL, Kube, Obj
+from draguard.harness.nodes.node import NodeSpec, register_node
 
 __all__ = ["PER_CALL", "FLOOR", "bench_driver_calls"]
 
@@ -79,7 +90,6 @@ def _devices(kube: Kube, driver: str, node: str, timeout: float = 60.0) -> list[
         if names:
             return names
         time.sleep(0.3)
-    from draguard.harness.core.errors import HarnessError
 
     raise HarnessError(f"driver {driver} published no ResourceSlice for node {node} within {timeout:.0f}s")
 
@@ -115,8 +125,6 @@ PER_CALL[FLOOR] = ("prepare: GET the ResourceClaim (the fake's API client), UID 
 def _fsync_ms(directory: Path, n: int = 30) -> float:
     """Median milliseconds of one synced write here: 1 KiB to a temporary file, fsync, rename (a fake
     prepare makes two of these and one directory fsync)."""
-    from draguard.harness.core.fsio import atomic_write
-
     samples = []
     for _ in range(n):
         t0 = time.perf_counter()
@@ -138,8 +146,6 @@ class _Target:
                  claims: int, devices: list[str] | None = None) -> None:  # fmt: skip
         """``devices``: allocate from these names (the floor publishes no ResourceSlice) instead of the
         driver's published devices on ``node``."""
-        from draguard.harness.grpcapi.plugin import ClaimRef, PluginClient
-
         self.label, self.driver, self.node = label, driver, node
         self.client = PluginClient(dra_socket=socket, driver=driver)
         devices = devices or _devices(kube, driver, node)
@@ -165,8 +171,6 @@ class _Target:
             error = self.client.unprepare([ref]).get(ref.uid, "")
         elapsed = (time.perf_counter() - t0) * 1000
         if error:
-            from draguard.harness.core.errors import HarnessError
-
             raise HarnessError(f"{self.label}: {what} of {ref} failed: {error}")
         return elapsed
 
@@ -179,8 +183,6 @@ class _Target:
 
     def throughput(self, pid: int | None) -> dict[str, float]:
         """Calls per second, and the CPU the driver's process (``pid``) spent per call meanwhile."""
-        import psutil
-
         errors: list[BaseException] = []
 
         def worker(refs: list[Any]) -> None:
@@ -210,13 +212,6 @@ class _Target:
 def bench_driver_calls(repeat: int, progress: Progress, pods: int = 96, devices: int = 8, reset_ms: int = 0) -> dict[str, Any]:
     """``pods``: claims per driver (one per pod, as the kubelet sends them); ``devices`` per node;
     ``reset_ms``: the fake driver's modelled device reset wait (scenarios run with 5)."""
-    from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess
-    from draguard.harness.driver.host import DriverHostProcess, HostedNode
-    from draguard.harness.bench.floor import FloorServer
-    from draguard.harness.driver.process import FakeDriverProcess
-    from draguard.harness.nodes.node import NodeSpec, register_node
-    from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-
     runs: list[dict[str, Any]] = []
     fsyncs: list[float] = []
     for i in range(repeat):

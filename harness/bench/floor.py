@@ -30,7 +30,11 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from draguard.harness.core.process import NodeProcess, Supervised, child_main, socket_accepts, stop_on_signals
+from draguard.harness.grpcapi import dra_v1_pb2, dra_v1_pb2_grpc
+from draguard.harness.kube import Kube
 
 __all__ = ["FloorServer", "serve", "main"]
 
@@ -39,8 +43,6 @@ class _Floor:
     """The DRA v1 servicer (duck-typed as ``dra_v1_pb2_grpc.DRAPluginServicer``)."""
 
     def __init__(self, kube: Any, driver: str) -> None:
-        from draguard.harness.grpcapi import dra_v1_pb2
-
         self.kube, self.driver, self.pb = kube, driver, dra_v1_pb2
 
     def NodePrepareResources(self, request: Any, context: Any) -> Any:
@@ -67,11 +69,6 @@ class _Floor:
 
 def serve(kubeconfig: Path, socket: Path, driver: str) -> None:
     """Serve the floor on ``socket`` until SIGTERM or SIGINT."""
-    import grpc
-
-    from draguard.harness.grpcapi import dra_v1_pb2_grpc
-    from draguard.harness.kube import Kube
-
     kube = Kube.from_kubeconfig(kubeconfig, pool_size=16)
     socket.parent.mkdir(parents=True, exist_ok=True)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="floor"))

@@ -47,6 +47,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import statistics
@@ -55,11 +56,29 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from draguard.harness.bench.fake_nodes import _renewed_at
+from draguard.harness.bench.schedperf import find_scheduler_perf, run_scheduler_perf, upstream_threshold
+from draguard.harness.campaign.parallel import run_in_parallel
 from draguard.harness.cluster.local import ClusterConfig, LocalCluster
+from draguard.harness.core.errors import HarnessError
+from draguard.harness.driver.host import DriverHostProcess, HostedNode
+from draguard.harness.driver.slices import SlicePublisher, build_slices
+from draguard.harness.driver.topology import generic, resolve
+from draguard.harness.invariants import DeviceId, Gang, Snapshot, evaluate, judged
+from draguard.harness.judge.incremental import INCREMENTAL, Incremental
 from draguard.harness.kube import RUN_LABEL, Kube, Obj
+from draguard.harness.load.engine import LoadConfig, run_load
+from draguard.harness.nodes.heartbeat import Heartbeats
+from draguard.harness.nodes.node import LEASE_NAMESPACE, NodeSpec, patch_status, register_node, renew_lease
+from draguard.harness.nodes.process import FakeNodesProcess
+from draguard.harness.runner.runner import JUDGE_INTERVAL, Runner, RunOptions
+from draguard.harness.scenario.loader import discover, load_scenario, parse_scenario
 
 __all__ = ["bench_dra_throughput", "bench_invariant_cost", "bench_churn", "bench_library_wall", "UPSTREAM_THRESHOLD"]
 
@@ -85,8 +104,6 @@ class _Usage:
     """CPU seconds and peak RSS of this process and its non-control-plane descendants, sampled."""
 
     def __init__(self, interval: float = 1.0) -> None:
-        import psutil
-
         self.psutil = psutil
         self.me = psutil.Process(os.getpid())
         self.interval = interval
@@ -227,13 +244,6 @@ def _control_plane_only(nodes: int, pods: int, devices: int, qps: int | None, pr
     agent does (:class:`~.nodes.heartbeat.Heartbeats`), so the control plane carries the fleet's
     heartbeats and nothing else of the harness.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from draguard.harness.driver.slices import SlicePublisher
-    from draguard.harness.driver.topology import generic, resolve
-    from draguard.harness.nodes.heartbeat import Heartbeats
-    from draguard.harness.nodes.node import NodeSpec, patch_status, register_node, renew_lease
-
     # None: no flag at all, so each component keeps its upstream default (scheduler 50/100, KCM 20/30).
     config = ClusterConfig(client_qps=qps, client_burst=qps * 2 if qps else None)
     label = (f"{qps}/{qps * 2}" if qps else "upstream defaults") + (", node leases renewed" if leases else "")
@@ -310,9 +320,6 @@ class _LeaseAges:
     def _watch(self) -> None:
         """Keep every fleet Lease's renewTime from one list-and-watch: sampling costs no API call (a LIST
         of 500 Leases every 2 s was a tenth of the runner's CPU and load on the API server under test)."""
-        from draguard.harness.bench.fake_nodes import _renewed_at
-        from draguard.harness.nodes.node import LEASE_NAMESPACE
-
         def event(etype: str, lease: dict[str, Any]) -> None:
             name, renew = lease["metadata"]["name"], (lease.get("spec") or {}).get("renewTime")
             if etype == "DELETED":
@@ -364,9 +371,6 @@ class _LeaseAges:
 
 def _draguard(nodes: int, pods: int, devices: int, progress: Progress) -> dict[str, Any]:
     """The runner end to end; the pods stay until every one is Running (or the settle timeout), then are deleted."""
-    from draguard.harness.runner.runner import Runner, RunOptions
-    from draguard.harness.scenario.loader import parse_scenario
-
     # settle waits for 4 s without a change: with P pods arriving, that is once all are Running or stuck.
     wait = max(60, pods // 2)
     text = f"""
@@ -423,9 +427,6 @@ spec:
 
 def _scheduler_perf(nodes: int, pods: int, devices: int, progress: Progress, wanted: bool | None) -> dict[str, Any]:
     """Upstream scheduler_perf on the same shape, or why it did not run (never an error: it is optional)."""
-    from draguard.harness.core.errors import HarnessError
-    from draguard.harness.bench.schedperf import find_scheduler_perf, run_scheduler_perf
-
     if wanted is False:
         return {"skipped": "not asked for (--no-scheduler-perf)"}
     try:
@@ -439,9 +440,6 @@ def _scheduler_perf(nodes: int, pods: int, devices: int, progress: Progress, wan
 
 def _threshold() -> tuple[float, str]:
     """The upstream threshold for 5000pods_500nodes, from the built scheduler_perf's config when there is one."""
-    from draguard.harness.core.errors import HarnessError
-    from draguard.harness.bench.schedperf import find_scheduler_perf, upstream_threshold
-
     try:
         value = upstream_threshold(find_scheduler_perf()[1])
         if value is not None:
@@ -456,7 +454,6 @@ def bench_dra_throughput(repeat: int, progress: Progress, nodes: int = 500, pods
     """``scheduler_perf``: None runs upstream scheduler_perf when it is built (else says why not), True requires it."""
     runs: list[dict[str, Any]] = []
     if scheduler_perf:  # required: say it is missing before minutes of the other measurements
-        from draguard.harness.bench.schedperf import find_scheduler_perf
 
         find_scheduler_perf()
     for i in range(repeat):
@@ -514,10 +511,6 @@ def _synthetic(nodes: int, pods: int, devices: int, backlog: bool = False) -> An
     pending, one gang, its template claim made but not yet named in its status and not allocated (what
     the checker sees while the scheduler and the resourceclaim controller are behind): a pod's claim is
     then found by its owner and entry name, which a scan of every claim made pods x claims a round."""
-    from draguard.harness.invariants import DeviceId, Gang, Snapshot
-    from draguard.harness.driver.slices import build_slices
-    from draguard.harness.driver.topology import generic, resolve
-
     specs = generic(devices)
     slices = []
     for n in range(nodes):
@@ -561,11 +554,6 @@ def _synthetic(nodes: int, pods: int, devices: int, backlog: bool = False) -> An
 def _incremental_round_ms(snap: Any, repeat: int) -> float:
     """One incremental round after 1% of the claims changed (what the runner does each second). The
     slices did not change: the earlier round's published devices are handed on, as in the runner."""
-    import copy
-
-    from draguard.harness.invariants import evaluate
-    from draguard.harness.judge.incremental import INCREMENTAL, Incremental
-
     samples = []
     for _ in range(repeat):
         inc = Incremental()
@@ -585,10 +573,6 @@ def _incremental_round_ms(snap: Any, repeat: int) -> float:
 
 def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods: int = 5000,
                          devices: int = 8) -> dict[str, Any]:  # fmt: skip
-    from draguard.harness.invariants import evaluate
-    from draguard.harness.invariants import judged
-    from draguard.harness.runner.runner import JUDGE_INTERVAL
-
     sizes = sorted({(max(1, nodes // 10), max(1, pods // 10)), (nodes, pods)})
     out: dict[str, Any] = {"unit": "ms per evaluation", "interval_s": JUDGE_INTERVAL, "sizes": []}
     for n, p in sizes:
@@ -633,10 +617,6 @@ def bench_invariant_cost(repeat: int, progress: Progress, nodes: int = 500, pods
 
 def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 5.0, duration: float = 30.0,
                 devices: int = 8) -> dict[str, Any]:  # fmt: skip
-    from draguard.harness.driver.host import DriverHostProcess, HostedNode
-    from draguard.harness.load.engine import LoadConfig, run_load
-    from draguard.harness.nodes.process import FakeNodesProcess
-
     runs = []
     for i in range(repeat):
         with LocalCluster(f"bench-churn-{os.getpid()}-{i}", progress=lambda m: None, remove_on_exit=True) as cluster, \
@@ -686,10 +666,6 @@ def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 
 def bench_library_wall(repeat: int, progress: Progress, limit: int = 0, parallel: int = 1) -> dict[str, Any]:
     """The library's wall time, warm: one scenario after the other, and (``parallel`` > 1) the same
     files ``parallel`` at a time (``draguard run --parallel``), alternating, so both see the same machine."""
-    from draguard.harness.campaign.parallel import run_in_parallel
-    from draguard.harness.runner.runner import Runner, RunOptions
-    from draguard.harness.scenario.loader import discover, load_scenario
-
     root = Path(__file__).resolve().parents[2] / "scenarios"
     files = discover([root])
     if limit:

@@ -36,11 +36,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client import ApiClient
+
+import draguard.scenarios as pkg
 from draguard.harness.bench import detect as bench_detect
 from draguard.harness.bench import driver_calls as bench_driver
 from draguard.harness.bench import kind as bench_kind
 from draguard.harness.bench import scale as bench_scale
+from draguard.harness.bench.fake_nodes import heartbeat_load
+from draguard.harness.bench.kubelet import kubelet_vs_fake
 from draguard.harness.cluster.local import LocalCluster
+from draguard.harness.scenario.loader import discover, load_scenario
 
 __all__ = ["BENCHMARKS", "command_line", "run_benchmarks"]
 
@@ -65,8 +71,6 @@ def bench_cluster_up(repeat: int, progress: Progress) -> dict[str, Any]:
 
 
 def bench_fake_nodes(repeat: int, progress: Progress, count: int = 200, duration: float = 30.0) -> dict[str, Any]:
-    from draguard.harness.bench.fake_nodes import heartbeat_load
-
     runs = []
     with LocalCluster(f"bench-nodes-{os.getpid()}", remove_on_exit=True) as cluster:
         for i in range(repeat):
@@ -91,8 +95,6 @@ def _slice_event(i: int) -> bytes:
 
 
 def bench_watch_decode(repeat: int, progress: Progress, events: int = 500) -> dict[str, Any]:
-    from kubernetes.client import ApiClient
-
     lines = [_slice_event(i) for i in range(events)]
     objects = [json.dumps(json.loads(line)["object"]) for line in lines]
     api = ApiClient()
@@ -120,12 +122,8 @@ def bench_watch_decode(repeat: int, progress: Progress, events: int = 500) -> di
 
 
 def bench_scenario_load(repeat: int, progress: Progress) -> dict[str, Any]:
-    from draguard.harness.scenario.loader import discover, load_scenario
-
     root = Path(__file__).resolve().parents[2] / "scenarios"
     try:
-        import draguard.scenarios as pkg
-
         root = Path(next(iter(pkg.__path__)))
     except (ImportError, StopIteration):
         pass
@@ -141,8 +139,6 @@ def bench_scenario_load(repeat: int, progress: Progress) -> dict[str, Any]:
 
 
 def bench_kubelet(repeat: int, progress: Progress) -> dict[str, Any]:
-    from draguard.harness.bench.kubelet import kubelet_vs_fake
-
     return kubelet_vs_fake(repeat, progress)
 
 

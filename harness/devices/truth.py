@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -434,8 +435,6 @@ class DeviceTruth:
 
 
 def _replace(rec: DeviceRecord, **changes: Any) -> DeviceRecord:
-    from dataclasses import replace
-
     return replace(rec, **changes)
 
 
@@ -445,8 +444,6 @@ _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "
 
 def quantity_bytes(quantity: str) -> int:
     """``81559Mi`` -> bytes (0 when it is not a plain quantity)."""
-    import re
-
     m = re.match(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$", quantity.strip())
     if not m:
         return 0

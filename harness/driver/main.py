@@ -18,15 +18,16 @@ from pathlib import Path
 
 from draguard.harness.core.paths import DEFAULT_DRIVER, state_dir
 from draguard.harness.core.process import child_logging, child_main, stop_on_signals
-from .service import DriverConfig
+
+from ..kube import Kube
+from .host import DriverHost, read_nodes_file
+from .service import DriverConfig, build, serve
 
 __all__ = ["run_fake", "run_host", "main"]
 
 
 def run_fake(config: DriverConfig, log_level: str = "info") -> None:
     """Run the fake DRA driver for one node until SIGTERM/SIGINT (sockets removed, checkpoint kept)."""
-    from .service import build, serve
-
     child_logging(log_level)
     driver = build(config)
     with stop_on_signals(driver.stop.set):
@@ -36,9 +37,6 @@ def run_fake(config: DriverConfig, log_level: str = "info") -> None:
 def run_host(kubeconfig: Path, root: Path, nodes_file: Path, driver: str = DEFAULT_DRIVER, reset_ms: int = 5,
              log_level: str = "warning") -> None:
     """Serve the fake driver for many nodes in this one process until SIGTERM/SIGINT."""
-    from ..kube import Kube
-    from .host import DriverHost, read_nodes_file
-
     child_logging(log_level)
     host = DriverHost(Kube.from_kubeconfig(kubeconfig), root, read_nodes_file(nodes_file), driver=driver,
                       reset_seconds=reset_ms / 1000)  # fmt: skip

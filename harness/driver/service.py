@@ -25,12 +25,14 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import grpc
 
 from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.process import check_dns_subdomain, claim_socket_path, release_socket_paths
+
 from ..grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
 from ..grpcapi.plugin import (
     DRA_VERSIONS,
@@ -43,8 +45,7 @@ from ..grpcapi.plugin import (
     PluginDevice,
     PluginInfo,
 )
-from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-from draguard.harness.core.process import check_dns_subdomain, claim_socket_path, release_socket_paths
+from ..kube import Kube
 from .faults import FaultControl
 from .inflight import CallsInFlight
 from .mutants import get_mutant
@@ -265,8 +266,6 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
     claim_socket_path(dirs.dra_socket(config.driver))
     claim_socket_path(dirs.registration_socket(config.driver))
     if kube is None and config.kubeconfig is not None:
-        from ..kube import Kube
-
         kube = Kube.from_kubeconfig(config.kubeconfig)
     if kube is None:
         raise UsageError("--kubeconfig: the fake driver needs an API server to read ResourceClaims")

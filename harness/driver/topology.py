@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from draguard.harness.core.errors import Problem, UsageError
 from draguard.harness.core.registry import Registry
@@ -459,8 +461,6 @@ def _preset_loader(path: Path) -> Callable[[], list[DeviceSpec]]:
 
 
 def _register_presets() -> Registry[Callable[[], list[DeviceSpec]]]:
-    from ruamel.yaml import YAML
-
     registry: Registry[Callable[[], list[DeviceSpec]]] = Registry("preset")
     for path in sorted(PRESET_DIR.glob("*.yaml")):
         head = YAML(typ="safe").load(path.read_text()) or {}
@@ -535,9 +535,6 @@ def load_topology(path: str | Path) -> NodeTopology:
         text = p.read_text()
     except OSError as exc:
         raise UsageError(f"{p}: cannot read topology file: {exc.strerror or exc}") from exc
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         data = YAML(typ="rt").load(text) if p.suffix != ".json" else json.loads(text)
     except (YAMLError, ValueError) as exc:

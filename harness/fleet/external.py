@@ -17,11 +17,14 @@ from __future__ import annotations
 import time
 
 from draguard.harness.core.errors import UsageError
-from .coverage import free_devices, pinned_nodes, scenario_devices
+
+from ..driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
 from ..invariants import DeviceId
 from ..kube import RUN_LABEL
-from .hollow import start_kubelets
+from ..nodes.process import FakeNodesProcess
 from .base import FLEETS, Fleet, FleetRun
+from .coverage import free_devices, pinned_nodes, scenario_devices
+from .hollow import start_kubelets
 
 __all__ = ["ExternalFleet", "InstalledFleet"]
 
@@ -32,9 +35,6 @@ class ExternalFleet(Fleet):
     capabilities = frozenset({"kill-node"})
 
     def start(self, run: FleetRun) -> None:
-        from ..driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
-        from ..nodes.process import FakeNodesProcess
-
         sc = run.scenario
         assert run.cluster is not None
         if sc.driver.name != TEST_DRIVER_NAME:

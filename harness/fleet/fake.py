@@ -17,9 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.core.errors import HarnessError
+
+from ..driver.host import DriverHostProcess, HostedNode
+from ..driver.process import FakeDriverProcess
+from ..driver.topology import generic
+from ..nodes.process import FakeNodesProcess
+from ..proxy.faults import FaultSet
+from ..proxy.interposer import Interposer
 from ..scenario.types import PER_NODE_UP_TO, Topology
-from .hollow import start_kubelets
 from .base import FLEETS, Fleet, FleetRun
+from .hollow import start_kubelets
 
 __all__ = ["FakeFleet", "topology_file"]
 
@@ -30,18 +37,12 @@ class FakeFleet(Fleet):
     capabilities = frozenset({"restart-driver", "kill-node", "device-truth", "driver-books", "interpose"})
 
     def start(self, run: FleetRun) -> None:
-        from ..driver.process import FakeDriverProcess
-        from ..nodes.process import FakeNodesProcess
-
         sc = run.scenario
         kubeconfig = run.kubeconfig
         self.node_root = node_root = run.node_root
         node_root.mkdir(parents=True, exist_ok=True)
         driver_root = node_root
         if sc.driver.interpose:
-            from ..proxy.faults import FaultSet
-            from ..proxy.interposer import Interposer
-
             # The driver serves its sockets under <root>-plugins; the interposer re-exposes them where
             # the fake nodes look, records every call into the report and injects the steps' faults.
             driver_root = Path(f"{node_root}-plugins")
@@ -74,8 +75,6 @@ class FakeFleet(Fleet):
         if hosting == "auto":
             hosting = "per-node" if len(sc.nodes) <= PER_NODE_UP_TO or self.kubelets else "shared"
         if hosting == "shared":
-            from ..driver.host import DriverHostProcess, HostedNode
-
             host = DriverHostProcess(kubeconfig, driver_root, [
                 HostedNode(n.name, str(node_topology[n.name]), None, sc.driver.mutant) for n in sc.nodes
             ], driver=sc.driver.name)  # fmt: skip
@@ -114,8 +113,6 @@ def _start(proc: Any) -> HarnessError | None:
 
 def topology_file(topology: Topology | None, node: str) -> dict[str, Any]:
     """The fake driver's NodeTopology document for a scenario node."""
-    from ..driver.topology import generic
-
     if topology is None:
         raise HarnessError(f"node {node}: the fake driver needs a topology")
     if topology.preset:

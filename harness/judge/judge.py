@@ -21,20 +21,35 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from draguard.harness.core.errors import DraguardError
 from draguard.harness.core.fsio import StampedReads
 from draguard.harness.core.registry import INVARIANTS
+from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL
+
+from ..devices.probe import FakeProbe
 from ..devices.truth import DeviceTruth, NodeTruth
+from ..driver.inflight import in_flight
+from ..driver.state import checkpoint_path, read_checkpoint
 from ..fleet.base import Fleet
-from ..invariants import DeviceId, DeviceState, DriverCall, Gang, GpuUsage, NodeDriverState, Snapshot, Violation, evaluate, judged
+from ..invariants import (
+    DeviceId,
+    DeviceState,
+    DriverCall,
+    Gang,
+    GpuUsage,
+    NodeDriverState,
+    Snapshot,
+    Violation,
+    evaluate,
+    judged,
+)
 from ..result import Evidence, ExpectationResult, InvariantResult, ScenarioResult, Status
 from ..scenario.checks import lacking
 from ..scenario.types import Condition, EvidenceRule, Progress, Scenario
-from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL
 from .incremental import INCREMENTAL, Incremental
 from .observe import Observer, Timeline
 
@@ -264,8 +279,6 @@ class Judge:
     def driver_state(self, node: str) -> NodeDriverState:
         """One node's driver books and CDI specs; read again only when the checkpoint or the CDI
         folder changed on disk (judged every second, at 500 nodes)."""
-        from ..driver.state import checkpoint_path
-
         h = self._h()
         handle = h.fleet.drivers[node]
         named = self._driver_paths.get(node)
@@ -275,8 +288,6 @@ class Judge:
         return self._driver_states.get(node, named[1:], lambda: self._read_driver_state(node))
 
     def _read_driver_state(self, node: str) -> NodeDriverState:
-        from ..driver.state import read_checkpoint
-
         h = self._h()
         root = h.fleet.drivers[node].root
         cp = read_checkpoint(root, node, h.driver_name)
@@ -293,8 +304,6 @@ class Judge:
     def _gpu_usage(self, h: JudgedRun) -> dict[DeviceId, GpuUsage]:
         """What each node's probe sees: processes and memory per device, MIG devices on their own
         (a parent's memory counts its MIG devices', as NVML's does, so it is taken out here)."""
-        from ..devices.probe import FakeProbe
-
         out: dict[DeviceId, GpuUsage] = {}
         for node in h.fleet.drivers:
             for d in FakeProbe(self.truth(h.node_root, node)).probe().devices:
@@ -335,8 +344,6 @@ class Judge:
             return tuple(self._calls)
 
     def calls_in_flight(self) -> bool:
-        from ..driver.inflight import in_flight
-
         return any(in_flight(p.plugin_dir) for p in self._h().fleet.drivers.values())
 
     # -- results ---------------------------------------------------------------------------------

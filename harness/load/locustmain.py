@@ -30,6 +30,7 @@ without a usable kubeconfig. Nothing it started is left running.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import socket
@@ -43,11 +44,12 @@ import gevent
 from locust import argument_parser
 from locust.env import Environment
 from locust.exception import RPCError
-from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner
 from locust.stats import StatsCSVFileWriter
 
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.process import child_logging, child_main, spawn
+
 from .engine import DEFAULT_MASTER_BIND, DEFAULT_MASTER_PORT, DEFAULT_WORKER_TIMEOUT, WORKER_COMMAND
 from .users import CONFIG_ENV, SETTINGS_OPTION, ChurnUser, settings, use_settings
 
@@ -79,8 +81,6 @@ def _summary(env: Environment, wall: float, workers: int) -> dict[str, Any]:
 
 def _finish_csv(writer: StatsCSVFileWriter) -> None:
     """One last write of the per-request, failure and exception files, then close them all."""
-    import csv
-
     files = (
         (writer.requests_csv_filehandle, writer.requests_csv_columns, writer._requests_data_rows),
         (writer.failures_csv_filehandle, writer.failures_columns, writer._failures_data_rows),

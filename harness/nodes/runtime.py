@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.cdi import CdiError, Registry, Spec, UnresolvableDevices
-from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.core.errors import HarnessError
-from draguard.harness.kube import Obj
 from draguard.harness.core.paths import NodeDirs
+from draguard.harness.devices.truth import DeviceTruth
+from draguard.harness.kube import Obj
 
 __all__ = ["ContainerRuntime", "ContainerError", "CREATE_CONTAINER_ERROR", "FAILED_CONTAINER"]
 
@@ -129,8 +129,6 @@ def pod_claim_names(pod: Obj) -> dict[str, str]:
 
 
 def _exists(path: str) -> bool:
-    from pathlib import Path
-
     return Path(path).exists()
 
 

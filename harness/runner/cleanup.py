@@ -20,8 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from draguard.harness.core.errors import DraguardError, HarnessError
+
 from ..cluster.local import LocalCluster
 from ..devices.truth import DeviceTruth
+from ..driver.inflight import in_flight
 from ..invariants import judged
 from ..judge import Judge
 from ..result import ScenarioResult, TimelineEvents
@@ -64,7 +66,6 @@ def cleanup(h: RunHandles, judge: Judge, timeout: float, result: ScenarioResult,
     gone = h.observer.wait_for(quiet, timeout)
     # A prepare that outlived its caller (the kubelet gives up after 45 s) still completes and
     # changes the node: judge only once no driver has a call in flight (within the same timeout).
-    from ..driver.inflight import in_flight
 
     while judge.calls_in_flight() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -31,15 +31,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from draguard.harness.core.errors import UsageError
+
+from ..devices.truth import DeviceTruth
+from ..driver import faults
 from ..driver.faults import CrashPoint
 from ..fleet.base import Fleet
-from draguard.harness.core.errors import UsageError
+from ..judge.observe import Observer, Timeline
 from ..kube import Kube, Obj
 from ..result import LoadSummary
 from ..scenario.types import Scenario, Step, Target
 from .deploy import MEMBER_LABEL, WORKLOAD_LABEL
 from .journal import Journal, UndoAction
-from ..judge.observe import Observer, Timeline
 
 if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
@@ -127,8 +130,6 @@ class FakeDriverControl:
     def set_fault(self, kind: str, spec: dict[str, object], *, until_cleanup: bool) -> None:
         """Switch on one fault kind of the driver (``reset_fail``, ``prepare_fail``...), keeping the
         others; it is switched off at cleanup start (``until_cleanup``) or at teardown. Counted."""
-        from ..driver import faults
-
         proc = self._proc
         path = faults.faults_path(proc.root, self.node, proc.driver)
         previous = path.read_text() if path.exists() else None
@@ -246,8 +247,6 @@ class StepContext:
         """The hardware of a fake node fails ``device`` (its device truth turns unhealthy, as NVML would
         report after an XID error); repaired at the start of cleanup. A driver learns of it only through
         its own health check."""
-        from ..devices.truth import DeviceTruth
-
         self.require_devices(node, [device])
         truth = DeviceTruth(self._run.node_root, node)
         self.before(UndoAction("none", {"why": "the device truth lives under the run's node root, removed at teardown"}))
@@ -256,8 +255,6 @@ class StepContext:
 
     def require_devices(self, node: str, devices: list[str]) -> None:
         """A clear error unless the hardware of fake node ``node`` (its device truth) has every one of ``devices``."""
-        from ..devices.truth import DeviceTruth
-
         if node not in self._run.fleet.drivers:
             raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs a fake node's device truth; "
                              f"node {node} has none (an external driver on a real node)")  # fmt: skip

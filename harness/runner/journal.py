@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from draguard.harness.core.process import kill_pid, pid_alive
 from draguard.harness.core.errors import HarnessError
-from ..kube import KINDS, RUN_LABEL, Kube
 from draguard.harness.core.paths import state_dir
+from draguard.harness.core.process import kill_pid, pid_alive
+
+from ..cluster.local import LocalCluster
+from ..kube import KINDS, RUN_LABEL, Kube
 
 __all__ = ["Journal", "UndoAction", "UNDO_HANDLERS", "journal_dir", "pending_journals", "recover", "delete_labelled", "RUN_LABEL"]
 
@@ -186,8 +188,6 @@ def recover(path: Path, kubeconfig: str | None = None, log: Callable[[str], None
         done += delete_labelled(kube, label)
     cluster_dir = run.get("clusterDir")
     if cluster_dir and (Path(cluster_dir) / "cluster.json").exists():
-        from ..cluster.local import LocalCluster
-
         LocalCluster.attach(Path(cluster_dir).name, base_dir=Path(cluster_dir).parent).down(remove=True)
         done.append(f"stopped local cluster {Path(cluster_dir).name}")
     path.unlink(missing_ok=True)
