@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from draguard.harness.cluster.kind import engine, image
-from draguard.harness.cluster.kind.cluster import KindCluster
+from draguard.harness.cluster.kind.cluster import KindCluster, list_kind_clusters
 
 
 def kind_unavailable() -> str | None:
@@ -35,9 +35,38 @@ def kind_unavailable() -> str | None:
     return None
 
 
+def engine_cannot_run(tmp: Path) -> str | None:
+    """Why the container engine cannot run a privileged container here (an unprivileged CI container, say), or None.
+
+    Starts the private dockerd where no engine runs (the cluster then uses it) and runs a privileged busybox
+    container, as kind runs its nodes."""
+    from draguard.harness.cluster.kind import quirks
+    from draguard.harness.core.errors import DraguardError
+
+    try:
+        eng = engine.find(quirks.detect(offline_image=True), progress=lambda s: None)
+    except DraguardError as exc:
+        return f"docker cannot run here: {exc}"
+    try:
+        tag = "draguard.dev/busybox:test"
+        eng.run(["load", "-i", str(image.busybox_image(tag, tmp / "busybox.tar"))])
+        probe = eng.run(["run", "--rm", "--privileged", "--network", "none", tag, "true"], check=False)
+        if probe.returncode == 0:
+            return None
+        reason = f"docker cannot run a privileged container here: {(probe.stderr or probe.stdout).strip()[-300:]}"
+    except DraguardError as exc:
+        reason = f"docker cannot run here: {exc}"
+    if eng.private and not list_kind_clusters():  # started for the probe only: leave nothing running
+        engine.PrivateDockerd().stop(lambda s: None)
+    return reason
+
+
 @pytest.fixture(scope="session")
-def kind_cluster() -> Iterator[KindCluster]:
+def kind_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KindCluster]:
     reason = kind_unavailable()
+    if reason:
+        pytest.skip(reason)
+    reason = engine_cannot_run(tmp_path_factory.mktemp("probe"))
     if reason:
         pytest.skip(reason)
     cluster = KindCluster(f"t{os.getpid()}", workers=2, progress=lambda s: print(s, flush=True))

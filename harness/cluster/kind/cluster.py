@@ -109,6 +109,9 @@ class KindCluster:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
         self.timings["engine_s"] = round(time.monotonic() - t0, 1)
+        if not engine.private and any(q.name == "capabilities" for q in host_quirks):
+            self.progress(f"note: {engine.provider} is not draguard's, so its runtime has no capability wrapper; if its "
+                          "privileged nodes fail with 'unable to apply caps', set DRAGUARD_KIND_ENGINE=private")
         try:
             t0 = time.monotonic()
             tag, stages = ensure_node_image(engine, self.progress)

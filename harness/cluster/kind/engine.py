@@ -184,7 +184,8 @@ class PrivateDockerd:
 
 
 def find(host_quirks: list[quirks_mod.Quirk], start: bool = True, progress: Progress = print) -> Engine:
-    """The engine to run kind on (see the module docstring); starts the private dockerd if ``start``."""
+    """The engine to run kind on (see the module docstring); starts the private dockerd if ``start``.
+    ``DRAGUARD_KIND_ENGINE=private`` passes over an existing docker or podman."""
     private = PrivateDockerd()
     if private.running():
         return private.engine
