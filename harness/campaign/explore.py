@@ -56,13 +56,13 @@ from hypothesis.errors import HypothesisException
 from draguard.harness.cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.registry import FAULTS
-from draguard.harness.driver.faults import CRASH_POINTS
+from draguard.harness.driver.fault_control import CRASH_POINTS
 from draguard.harness.driver.mutants import MUTANTS
 from draguard.harness.kube import RUN_LABEL, Kube
 from draguard.harness.result import ScenarioResult
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario, parse_scenario, problems_of
-from draguard.harness.scenario.model import ScenarioDocument, parse_duration
+from draguard.harness.scenario.format import ScenarioDocument, parse_duration
 from draguard.harness.scenario.types import Scenario
 from draguard.harness.scenario.write import dump_document
 
@@ -314,6 +314,14 @@ class _BudgetSpent(BaseException):
     """Raised through Hypothesis (which lets a BaseException pass) to stop the search at once."""
 
 
+class _Abort(BaseException):
+    """Stops the search at once with ``error`` (the shared control plane cannot be used any more)."""
+
+    def __init__(self, error: HarnessError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _Violated(Exception):
     """An example violated an invariant; a subclass per invariant so that Hypothesis keeps each apart."""
 
@@ -444,12 +452,15 @@ class Explorer:
 
         try:
             example()
-            self.result.stopped = ("the smallest failing plan was found (shrinking done)" if self._best else
-                                   f"Hypothesis ran out of new plans within {max_examples} examples")
+            self.result.stopped = f"Hypothesis ran out of new plans within {max_examples} examples"
         except _BudgetSpent:
             self.result.stopped = "the budget was spent"
-        except (_Violated, HypothesisException):  # Hypothesis re-raises the failure it shrank: recorded already
+        except _Abort as stop:
+            raise stop.error from None
+        except _Violated:  # Hypothesis re-raises the failure it shrank: recorded already
             self.result.stopped = "the smallest failing plan was found (shrinking done)"
+        except HypothesisException as exc:  # never expected: each plan's outcome is cached, so none is flaky
+            self.result.stopped = f"Hypothesis stopped: {type(exc).__name__}: {str(exc).splitlines()[0]}"
 
     def _spent(self) -> bool:
         elapsed = time.monotonic() - self._t0
@@ -462,7 +473,18 @@ class Explorer:
         if outcome is None:
             if self._spent():
                 raise _BudgetSpent
-            outcome = self._outcomes[key] = self._run(plan)
+            try:
+                outcome = self._run(plan)
+            except HarnessError as exc:
+                raise _Abort(exc) from exc
+            except Exception as exc:  # a run that broke outside the runner's own error handling
+                self.result.errors += 1
+                self.progress(f"[{self.result.examples}] error: {type(exc).__name__}: {exc} ({describe_plan(plan)})")
+                outcome = _Outcome(error=f"{type(exc).__name__}: {exc}")
+            self._outcomes[key] = outcome
+            self._errors_in_row = self._errors_in_row + 1 if outcome.error is not None else 0
+            if self._errors_in_row >= 3:
+                raise _Abort(HarnessError(f"three runs in a row ended in an error, the last: {outcome.error}"))
         if outcome.error is not None:
             reject()
         if outcome.violated:
@@ -490,12 +512,8 @@ class Explorer:
                                "shared control plane; the search cannot go on")
         if result.error is not None:
             self.result.errors += 1
-            self._errors_in_row += 1
             self.progress(f"[{k}] {result.duration:.0f}s error: {result.error} ({describe_plan(plan)})")
-            if self._errors_in_row >= 3:
-                raise HarnessError(f"three runs in a row ended in an error, the last: {result.error}")
             return _Outcome(error=result.error)
-        self._errors_in_row = 0
         bad = violated(result)
         if not bad:
             shutil.rmtree(out, ignore_errors=True)  # only failing examples keep their reports
@@ -512,9 +530,14 @@ class Explorer:
             found.plan, found.evidence = plan, outcome.evidence
             found.file = self.write(found)
             self.progress(f"wrote {found.file} ({len(plan)} step(s)); replaying it")
-            scenario = load_scenario(found.file)
-            result = Runner(scenario, RunOptions(backend="kubeconfig", kubeconfig=str(self._cluster.kubeconfig),
-                                                 report_dir=self.report_dir / "replays")).run()
+            try:
+                result = Runner(load_scenario(found.file), RunOptions(
+                    backend="kubeconfig", kubeconfig=str(self._cluster.kubeconfig), report_dir=self.report_dir / "replays",
+                    bin_dir=self.bin_dir)).run()
+            except Exception as exc:  # a replay that broke outside the runner's own error handling
+                found.replay = f"error: {type(exc).__name__}: {exc}"
+                self.progress(f"replay of {found.file.name}: {found.replay}")
+                continue
             if result.error is not None:
                 found.replay = f"error: {result.error}"
             elif found.invariant in violated(result):

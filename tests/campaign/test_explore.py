@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 import draguard.chaos  # noqa: F401  (fault kinds)
 from draguard.cli.main import main
 from draguard.harness.campaign.explore import LEFT_OUT, SEARCH, applicable_faults, parse_budget, plan_document, plans
-from draguard.harness.core.errors import UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.scenario.loader import load_scenario, parse_scenario, problems_of
 from draguard.harness.scenario.write import dump_document
@@ -194,3 +194,68 @@ def test_a_search_of_the_correct_driver_finds_nothing(tmp_path: Path, capsys: py
     assert ran >= 3, captured.out  # it did explore: the starting scenario and at least two drawn plans
     assert "s error: " not in captured.err
     assert not list(out.glob("*.yaml"))
+
+
+# -- the search's bookkeeping, with the run replaced (no cluster) ----------------------------------
+
+
+def _explorer(tmp_path: Path, budget: float, run: object) -> "Explorer":  # noqa: F821
+    import time
+
+    from draguard.harness.campaign.explore import Explorer
+
+    explorer = Explorer(PLAIN, mutant="forget-before-reset", budget=budget, seed=0, report_dir=tmp_path / "r")
+    explorer._run = run  # type: ignore[method-assign]
+    explorer._t0 = time.monotonic()
+    return explorer
+
+
+def test_a_failing_plan_is_shrunk_to_its_one_needed_step_and_each_plan_runs_once(tmp_path: Path) -> None:
+    from draguard.harness.campaign.explore import _Outcome
+
+    ran: list[str] = []
+
+    def run(plan: tuple[dict[str, object], ...]) -> _Outcome:
+        ran.append(json.dumps(plan, sort_keys=True))
+        hit = any(s["fault"] == "reset-failure" for s in plan)
+        return _Outcome(("no-leak",), "leaked") if hit else _Outcome()
+
+    explorer = _explorer(tmp_path, 600, run)
+    explorer._search()
+    assert len(ran) == len(set(ran))  # a plan drawn again is answered from the cache, never run again
+    [found] = explorer.result.found
+    best, _ = explorer._best["no-leak"]
+    assert found.invariant == "no-leak" and [s["fault"] for s in best] == ["reset-failure"]
+    assert explorer.result.stopped == "the smallest failing plan was found (shrinking done)"
+
+
+def test_a_run_that_breaks_is_an_error_never_a_finding_and_three_in_a_row_stop_the_search(tmp_path: Path) -> None:
+    from draguard.harness.campaign.explore import _Outcome
+
+    calls = 0
+
+    def run(plan: tuple[dict[str, object], ...]) -> _Outcome:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("the runner broke")
+        return _Outcome(error="cluster gone") if calls >= 3 else _Outcome()
+
+    explorer = _explorer(tmp_path, 600, run)
+    with pytest.raises(HarnessError, match="three runs in a row ended in an error, the last: cluster gone"):
+        explorer._search()
+    assert explorer.result.found == [] and explorer.result.errors == 1  # the runner's own errors count in _run
+
+
+def test_the_search_stops_when_the_budget_is_spent(tmp_path: Path) -> None:
+    from draguard.harness.campaign.explore import _Outcome
+
+    def run(plan: tuple[dict[str, object], ...]) -> _Outcome:
+        explorer._durations.append(8.0)  # as if each run took 8 s of a 30 s budget
+        explorer._t0 -= 8.0
+        return _Outcome()
+
+    explorer = _explorer(tmp_path, 30, run)
+    explorer._search()
+    # 24 s spent after three runs: a fourth (8 s on average) would pass the budget, so none starts
+    assert explorer.result.stopped == "the budget was spent" and len(explorer._durations) == 3
