@@ -7,6 +7,8 @@ it down and checks the host."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from draguard.harness.cluster.kind import components, engine as engine_mod, host
 from draguard.harness.cluster.kind.cluster import CLUSTER_LABEL, KindCluster, ensure_node_image
 from draguard.harness.cluster.kind.image import busybox_image, upstream_driver_image
 from draguard.harness.cluster.kind.components import CONTAINERD_VERSION
+from draguard.harness.core.errors import UsageError
 from draguard.harness.kube import RUN_LABEL, Kind
 
 pytestmark = pytest.mark.timeout(1800)
@@ -202,3 +205,43 @@ def test_down_leaves_nothing_behind(kind_cluster: KindCluster) -> None:
     if "dir" in before:
         assert not Path(before["dir"]["path"]).exists()
     assert not private.hostlog.path.exists()
+
+
+def test_down_after_the_private_engine_was_killed(kind_cluster: KindCluster) -> None:
+    """SIGKILL the private dockerd, its containerd and shims under a running node: the node's systemd, kubelet
+    and pods live on in their cgroup; ``cluster down`` from a new process still leaves nothing behind."""
+    try:
+        running = engine_mod.find([], start=False)
+    except UsageError:  # nothing runs: this cluster gets the private dockerd
+        running = None
+    if running is not None and not running.private:
+        pytest.skip(f"kind runs on an existing {running.provider} here, not on draguard's private dockerd")
+    cluster = KindCluster(f"k{os.getpid()}", workers=0, progress=lambda s: None)
+    cluster.up(timeout=600)
+    private = engine_mod.PrivateDockerd()
+    before = {e["kind"]: e for e in private.hostlog.entries()}
+    node_procs = [p for root in hostlog._cgroup_dirs(engine_mod.CGROUP_PARENT) for p in root.rglob("cgroup.procs")]
+    assert any(f.read_text().split() for f in node_procs), "the node's processes should be in the engine's cgroup"
+    for pid in [private.pid(), *hostlog.processes_with(str(private.exec_root))]:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    time.sleep(1)
+    assert not private.running()
+    done = subprocess.run([sys.executable, "-m", "draguard.cli", "cluster", "down", "--backend", "kind", "--name", cluster.name],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "left in cgroup" in done.stderr
+    assert hostlog._cgroup_dirs(engine_mod.CGROUP_PARENT) == []
+    assert hostlog.processes_with(str(private.exec_root)) == [] and not private.exec_root.exists()
+    assert hostlog.bridges() == before["links"]["before"]
+    assert "DOCKER" not in subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
+    assert hostlog.sysctl_read("net.ipv4.ip_forward") == before["sysctl"]["old"]
+    assert not private.hostlog.path.exists() and not cluster.dir.exists()
+    # dockerd restarts the killed node container when it starts again (--restart=on-failure:1): it must not stay.
+    from draguard.harness.cluster.kind import quirks
+
+    again = engine_mod.PrivateDockerd()
+    try:
+        assert again.start(quirks.detect(offline_image=True), progress=lambda s: None).run(["ps", "-aq"]).stdout.split() == []
+    finally:
+        again.stop(lambda s: None)

@@ -13,7 +13,6 @@ import tarfile
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from draguard.harness.cluster.kind import quirks

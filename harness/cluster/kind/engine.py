@@ -158,6 +158,12 @@ class PrivateDockerd:
                 self.stop(progress)
                 raise HarnessError(f"the private dockerd did not start (log {self.log}):\n{tail}")
             time.sleep(0.3)
+        # Containers here can only be left from an engine that was killed (a clean stop removes them all);
+        # dockerd restarts them (kind's nodes have --restart=on-failure:1): they go.
+        leftovers = self.engine.run(["ps", "-aq"], check=False).stdout.split()
+        if leftovers:
+            self.engine.run(["rm", "-f", "-v", *leftovers], timeout=300, check=False)
+            progress(f"removed {len(leftovers)} container(s) left by a private dockerd that was killed")
         return self.engine
 
     def stop(self, progress: Progress = print) -> list[str]:
