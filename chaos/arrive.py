@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.scenario.model import DnsLabel, Params
+from draguard.harness.scenario.format import DnsLabel, Params
 
 
 class ArriveParams(Params):

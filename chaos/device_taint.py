@@ -13,7 +13,7 @@ from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.deploy import RUN_LABEL
 from draguard.harness.runner.journal import UndoAction
-from draguard.harness.scenario.model import Params
+from draguard.harness.scenario.format import Params
 
 
 class DeviceTaintParams(Params):

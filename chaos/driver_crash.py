@@ -19,12 +19,12 @@ from pydantic import Field
 from draguard.harness.core.errors import DraguardError
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import CrashPoint, FakeDriverControl, StepContext
-from draguard.harness.scenario.model import Params, PositiveDuration
+from draguard.harness.scenario.format import Params, PositiveDuration
 
 
 class DriverCrashParams(Params):
     point: CrashPoint
-    """Where in the driver it dies, e.g. ``prepare.after_started`` (see harness/driver/faults.py)."""
+    """Where in the driver it dies, e.g. ``prepare.after_started`` (see harness/driver/fault_control.py)."""
     after: int = Field(0, ge=0, le=1_000_000)
     """Times the point is passed before the crash (0 to a million)."""
     down: PositiveDuration = timedelta(seconds=2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import FakeDriverControl, StepContext
-from draguard.harness.scenario.model import Params, PositiveDuration
+from draguard.harness.scenario.format import Params, PositiveDuration
 
 
 class DriverDownParams(Params):

@@ -23,10 +23,10 @@ from typing import Any
 
 from pydantic import Field
 
-from draguard.harness.proxy.faults import Action, FaultRule
+from draguard.harness.proxy.call_rules import Action, FaultRule
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.scenario.model import DnsLabel, Params
+from draguard.harness.scenario.format import DnsLabel, Params
 
 
 class CountParams(Params):

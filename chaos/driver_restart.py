@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.scenario.model import Params
+from draguard.harness.scenario.format import Params
 
 
 class DriverRestartParams(Params):

@@ -7,7 +7,7 @@ from pydantic import Field
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
-from draguard.harness.scenario.model import MAX_SECONDS, Params
+from draguard.harness.scenario.format import MAX_SECONDS, Params
 
 from ._common import name, require
 

@@ -29,7 +29,7 @@ from draguard.harness.result import LoadKind, LoadPhase, LoadSummary
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.deploy import sharing_config
 from draguard.harness.runner.journal import UndoAction
-from draguard.harness.scenario.model import Params, PositiveDuration
+from draguard.harness.scenario.format import Params, PositiveDuration
 from draguard.harness.scenario.types import SharingStrategy
 
 

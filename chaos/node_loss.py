@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
-from draguard.harness.scenario.model import Params, PositiveDuration
+from draguard.harness.scenario.format import Params, PositiveDuration
 
 
 class NodeLossParams(Params):

@@ -17,7 +17,7 @@ from datetime import timedelta
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
-from draguard.harness.scenario.model import DnsLabel, Params, PositiveDuration
+from draguard.harness.scenario.format import DnsLabel, Params, PositiveDuration
 
 from ._common import name, require
 

@@ -39,7 +39,7 @@ from draguard.harness.load.engine import (
     LoadConfig,
     run_load,
 )
-from draguard.harness.scenario.model import parse_duration
+from draguard.harness.scenario.format import parse_duration
 from draguard.reports.console import print_load
 
 from . import options

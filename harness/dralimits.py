@@ -1,5 +1,5 @@
 """Limits of the DRA API (resource.k8s.io/v1) and of the devices draguard describes, and Kubernetes
-quantities: one home for the bounds that the scenario format (:mod:`draguard.harness.scenario.model`)
+quantities: one home for the bounds that the scenario format (:mod:`draguard.harness.scenario.format`)
 and the fake driver's topology files (:mod:`draguard.harness.driver.topology`) both enforce.
 
 The API's own limits are those of ``k8s.io/api/resource/v1/types.go`` (``ResourceSliceMaxDevices``,

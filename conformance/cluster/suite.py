@@ -168,7 +168,7 @@ class FakeDriverAccess:
             raise NotImplementedError("no process handle or --restart-command for the fake driver")
 
     def _set(self, node: str, **faults: Any) -> None:
-        from draguard.harness.driver.faults import set_faults
+        from draguard.harness.driver.fault_control import set_faults
 
         set_faults(self.root, node, self.driver, **faults)
 
@@ -182,7 +182,7 @@ class FakeDriverAccess:
         self._set(node, prepare_hang={"seconds": seconds, "claims": [claim_uid], "count": 1})
 
     def clear(self, node: str) -> None:
-        from draguard.harness.driver.faults import clear_faults
+        from draguard.harness.driver.fault_control import clear_faults
 
         clear_faults(self.root, node, self.driver)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from draguard.harness.driver.faults import Faults, clear_faults, set_faults
+from draguard.harness.driver.fault_control import Faults, clear_faults, set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.core.paths import DEFAULT_DRIVER
 

@@ -11,7 +11,7 @@ mutants reproduce known driver bugs so that the conformance suite can be shown t
     state.py     device and claim records, the checkpoint (atomic write), leak checks
     (CDI specs: one per prepared claim, written with draguard.harness.cdi; the devices themselves
     are changed only through draguard.harness.devices.nvml: reset, partitions, sharing)
-    faults.py    fault control read from faults.json
+    fault_control.py  fault control read from faults.json
     mutants.py   registry of known-bug modes
     plugin.py    prepare / unprepare logic on top of state, CDI, NVML, faults and mutants
     service.py   gRPC servicers and the two unix-socket servers

@@ -51,7 +51,7 @@ from ..grpcapi.plugin import DRA_VERSIONS, HEALTH_VERSIONS, ApiVersion
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.core.process import NodeProcess, Supervised, claim_socket_path, release_socket_paths, socket_accepts
 from .inflight import CallsInFlight
-from .faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 from .mutants import get_mutant
 from .plugin import DeviceHealth, FakeDriver, KubeClaims
 from .process import FakeDriverProcess

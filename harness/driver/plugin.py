@@ -44,7 +44,7 @@ from ..devices.truth import DeviceTruth, installed_devices
 from ..grpcapi.plugin import ClaimRef
 from draguard.harness.core.fsio import cleanup_temporaries, sync_dir
 from draguard.harness.core.paths import NodeDirs
-from .faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 from .mutants import Mutant
 from .state import (
     Checkpoint,

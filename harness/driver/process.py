@@ -16,7 +16,7 @@ from typing import Any
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs, state_dir
 from draguard.harness.core.process import NodeProcess, Supervised, socket_accepts
-from .faults import set_faults
+from draguard.harness.driver.fault_control import set_faults
 from .state import Checkpoint, read_checkpoint
 
 __all__ = ["FakeDriverProcess"]

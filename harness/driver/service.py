@@ -46,7 +46,7 @@ from ..grpcapi.plugin import (
     PluginInfo,
 )
 from ..kube import Kube
-from .faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 from .inflight import CallsInFlight
 from .mutants import get_mutant
 from .plugin import BatchAborted, DeviceHealth, FakeDriver, KubeClaims

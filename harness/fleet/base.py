@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..driver.process import FakeDriverProcess
     from ..kubelet.process import HollowKubelet
     from ..nodes.process import FakeNodesProcess
-    from ..proxy.faults import FaultSet
+    from draguard.harness.proxy.call_rules import FaultSet
     from ..proxy.interposer import Interposer
 
 __all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for"]

@@ -22,7 +22,7 @@ from ..driver.host import DriverHostProcess, HostedNode
 from ..driver.process import FakeDriverProcess
 from ..driver.topology import generic
 from ..nodes.process import FakeNodesProcess
-from ..proxy.faults import FaultSet
+from draguard.harness.proxy.call_rules import FaultSet
 from ..proxy.interposer import Interposer
 from ..scenario.types import PER_NODE_UP_TO, Topology
 from .base import FLEETS, Fleet, FleetRun

@@ -16,7 +16,7 @@ from pathlib import Path
 from draguard.harness.core.process import NodeProcess, Supervised
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.paths import NodeDirs, state_dir
-from draguard.harness.scenario.model import MAX_NODES
+from draguard.harness.scenario.format import MAX_NODES
 
 from .agent import LOST_FILE
 

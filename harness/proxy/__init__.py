@@ -7,7 +7,7 @@ retries, per method and per claim, and every call is kept as evidence.
 
 from __future__ import annotations
 
-from .faults import Action, FaultRule, FaultSet, claim_matches, load_rules
+from draguard.harness.proxy.call_rules import Action, FaultRule, FaultSet, claim_matches, load_rules
 from .interposer import Interposer, PluginProxy
 from .recorder import CALLS_FILE, CallRecorder, read_calls
 

@@ -40,7 +40,7 @@ from draguard.harness.grpcapi.plugin import (
 from draguard.harness.core.paths import NodeDirs
 from draguard.harness.core.process import claim_socket_path, release_socket_paths
 
-from .faults import Action, FaultRule, FaultSet
+from draguard.harness.proxy.call_rules import Action, FaultRule, FaultSet
 from .recorder import CallRecorder
 
 __all__ = ["Interposer", "PluginProxy"]

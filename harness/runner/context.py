@@ -8,7 +8,7 @@ private to this module and the runner:
   scenario's own pods, nodes and devices: the blast radius is bounded to what the run created;
 - ``ctx.fake_driver(node)``: the fake driver of a node (kill, start, restart, hardware and RPC
   faults), each action journaled by the handle itself;
-- ``ctx.inject_rpc_fault(rule)``: a validated :class:`~draguard.harness.proxy.faults.FaultRule` for
+- ``ctx.inject_rpc_fault(rule)``: a validated :class:`~draguard.harness.proxy.call_rules.FaultRule` for
   the gRPC interposer (no hand-written JSON);
 - ``ctx.restart_node_agents()``, ``ctx.set_node_lost()``, ``ctx.restart_component()``: restarts that
   journal the new process themselves;
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from draguard.harness.core.errors import UsageError
 
 from ..devices.truth import DeviceTruth
-from ..driver import faults
-from ..driver.faults import CrashPoint
+from draguard.harness.driver import fault_control as faults
+from draguard.harness.driver.fault_control import CrashPoint
 from ..fleet.base import Fleet
 from ..judge.observe import Observer, Timeline
 from ..kube import Kube, Obj
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..cluster.local import LocalCluster
     from ..driver.process import FakeDriverProcess
     from ..nodes.process import FakeNodesProcess
-    from ..proxy.faults import FaultRule, FaultSet
+    from draguard.harness.proxy.call_rules import FaultRule, FaultSet
 
 __all__ = ["RunHandles", "StepContext", "FakeDriverControl", "Undo", "CrashPoint"]
 

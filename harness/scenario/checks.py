@@ -21,7 +21,7 @@ from draguard.harness.agents import CAPABILITIES, capable
 from draguard.harness.agents import MAX_NODES as AGENT_MAX_NODES
 from draguard.harness.core.registry import Registry
 from draguard.harness.dralimits import MAX_DEVICE_INDEX, MAX_NUMA_NODE
-from draguard.harness.scenario.model import (
+from draguard.harness.scenario.format import (
     MAX_CLAIMS,
     MAX_CLAIMS_PER_POD,
     MAX_NODES,

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from draguard.harness.core.registry import Registry
-from draguard.harness.scenario import model as m
+from draguard.harness.scenario import format as m
 from draguard.harness.scenario import types as t
 from draguard.harness.scenario.checks import expand_node_names, lacking
 

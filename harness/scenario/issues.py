@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from draguard.harness.scenario.model import PATTERN_WORDS
+from draguard.harness.scenario.format import PATTERN_WORDS
 
 __all__ = ["Issue", "Path", "render_path", "from_validation_error"]
 

@@ -1,7 +1,7 @@
 """Load scenario files: YAML -> positions + plain data -> strict validation -> frozen :class:`~.types.Scenario`.
 
 The edge of the scenario format. It talks to ruamel.yaml (round-trip mode, which keeps the line
-and column of every key and item), to the pydantic models of ``model.py``, to the cross-field checks
+and column of every key and item), to the pydantic models of ``format.py``, to the cross-field checks
 of ``checks.py`` and to the registries of fault kinds and invariants. Every problem of a file is
 collected and raised together as one :class:`~draguard.harness.core.errors.ScenarioError`, each
 :class:`~draguard.harness.core.errors.Problem` with ``file:line:column`` (1-based), the field path
@@ -33,7 +33,7 @@ from draguard.harness.core.registry import FAULTS, INVARIANTS, Registry
 from draguard.harness.scenario.checks import check_document
 from draguard.harness.scenario.convert import to_scenario
 from draguard.harness.scenario.issues import Issue, Path as DataPath, from_validation_error, render_path
-from draguard.harness.scenario.model import ScenarioDocument
+from draguard.harness.scenario.format import ScenarioDocument
 from draguard.harness.scenario.types import API_VERSION, KIND, Scenario
 
 __all__ = ["SUFFIXES", "discover", "load_scenario", "load_scenarios", "parse_scenario", "problems_of"]

@@ -1,6 +1,6 @@
 """The published JSON Schema of scenario files (``draguard schema``), for editors and CI.
 
-Built from the pydantic models of ``model.py`` (titles and descriptions come from the field
+Built from the pydantic models of ``format.py`` (titles and descriptions come from the field
 docstrings), then refined with what only the registries know: the fault kinds, each kind's params
 model (``if fault == kind then params: <its schema>``), and the invariant names that ``expect``
 accepts. Cross-field rules (unique names, references) are not expressible here; ``draguard validate``
@@ -15,7 +15,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from draguard.harness.core.registry import FAULTS, INVARIANTS, Registry
-from draguard.harness.scenario.model import ScenarioDocument
+from draguard.harness.scenario.format import ScenarioDocument
 
 __all__ = ["SCHEMA_ID", "json_schema"]
 

@@ -1,7 +1,7 @@
 """The validated scenario as plain frozen values: what the runner, the chaos steps and reports read.
 
 The loader (``loader.py``) validates a YAML file against the external, versioned pydantic model
-(``model.py``, ``draguard.dev/v1alpha1``) and converts it into these dataclasses (``convert.py``),
+(``format.py``, ``draguard.dev/v1alpha1``) and converts it into these dataclasses (``convert.py``),
 the way kwok turns versioned external types into internal ones. Past the loader nothing sees YAML,
 camelCase or unvalidated data:
 
@@ -13,7 +13,7 @@ camelCase or unvalidated data:
 - a timeline step carries its fault's ``params`` already validated into the fault's registered
   pydantic model (an instance), or None for a fault without a params model.
 
-Every closed set is a ``Literal`` alias below; ``model.py`` uses the same aliases.
+Every closed set is a ``Literal`` alias below; ``format.py`` uses the same aliases.
 """
 
 from __future__ import annotations

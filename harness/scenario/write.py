@@ -1,7 +1,7 @@
 """Write a scenario document back out as a file in the external format the loader reads.
 
 The one writer of the ``draguard.dev/v1alpha1`` format: it dumps a validated
-:class:`~draguard.harness.scenario.model.ScenarioDocument` (camelCase keys, durations as ``"30s"``,
+:class:`~draguard.harness.scenario.format.ScenarioDocument` (camelCase keys, durations as ``"30s"``,
 fields left at their defaults omitted) as YAML through ruamel.yaml, optionally under a comment header.
 What it writes loads again (:func:`~draguard.harness.scenario.loader.parse_scenario`) into an equal
 document; ``draguard explore`` writes the interleavings it finds through it.
@@ -14,7 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from draguard.harness.scenario.model import ScenarioDocument
+from draguard.harness.scenario.format import ScenarioDocument
 
 __all__ = ["document_data", "dump_document"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from draguard.harness.driver.faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.topology import generic, preset, resolve

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from draguard.harness.devices.truth import DeviceTruth
-from draguard.harness.driver.faults import set_faults
+from draguard.harness.driver.fault_control import set_faults
 from draguard.harness.driver.host import DriverHostProcess, HostedDriver, HostedNode
 from draguard.harness.driver.slices import LABEL_NODE
 from draguard.harness.driver.state import DeviceState

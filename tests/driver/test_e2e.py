@@ -18,7 +18,7 @@ import pytest
 
 from draguard.harness import cdi
 from draguard.harness.devices.truth import DeviceTruth
-from draguard.harness.driver.faults import CRASH_POINTS, clear_faults
+from draguard.harness.driver.fault_control import CRASH_POINTS, clear_faults
 from draguard.harness.driver.process import FakeDriverProcess
 from draguard.harness.driver.slices import LABEL_DRIVER, LABEL_NODE
 from draguard.harness.driver.state import DeviceState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from draguard.harness.driver.faults import FaultControl, fired, set_faults
+from draguard.harness.driver.fault_control import FaultControl, fired, set_faults
 from draguard.harness.driver.inflight import CallsInFlight, in_flight
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from draguard.harness.driver.faults import CRASH_EXIT_CODE, FaultControl, clear_faults, faults_path, set_faults
+from draguard.harness.driver.fault_control import CRASH_EXIT_CODE, FaultControl, clear_faults, faults_path, set_faults
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
@@ -83,7 +83,7 @@ def test_a_hand_edited_broken_file_is_ignored_and_the_previous_faults_stay(tmp_p
 _CRASHER = """
 import sys
 from pathlib import Path
-from draguard.harness.driver.faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 fc = FaultControl(Path(sys.argv[1]))
 for i in range(5):
     fc.crash("unprepare.during_reset")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from draguard.harness.driver.faults import set_faults
+from draguard.harness.driver.fault_control import set_faults
 from draguard.harness.driver.service import PluginServer
 from draguard.harness.core.process import claim_socket_path
 from draguard.harness.core.errors import UsageError

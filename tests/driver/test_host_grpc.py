@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from draguard.harness.driver.faults import set_faults
+from draguard.harness.driver.fault_control import set_faults
 from draguard.harness.driver.host import DriverHost, HostedNode
 from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, PluginCallError, PluginClient

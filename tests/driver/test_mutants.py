@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from draguard.harness.driver.faults import set_faults
+from draguard.harness.driver.fault_control import set_faults
 from draguard.harness.driver.mutants import FLAGS, MUTANTS, Mutant, get_mutant, mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.service import PluginServer
@@ -148,7 +148,8 @@ def test_a_slow_reset_blocks_other_prepares_only_when_the_lock_is_held_across_it
     new = store.add(allocated_claim("new", ["gpu-1"]))
     with serving(root, store, mutant) as (_, client), ThreadPoolExecutor(1) as pool:
         assert client.prepare([old])[old.uid].error == ""
-        set_faults(root, NODE, reset_slow={"seconds": 1.5, "devices": ["gpu-0"]})
+        # 5 s: on a loaded machine (load 20 here) the correct driver's prepare once took over 1.5 s
+        set_faults(root, NODE, reset_slow={"seconds": 5.0, "devices": ["gpu-0"]})
         unprepare: Future[dict[str, str]] = pool.submit(client.unprepare, [old])
         deadline = time.monotonic() + 10
         # Read from disk: the mutant holds the driver's lock (and so its snapshot()) during the reset.

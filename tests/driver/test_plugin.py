@@ -11,7 +11,7 @@ import pytest
 
 from draguard.harness import cdi
 from draguard.harness.devices.truth import DeviceTruth
-from draguard.harness.driver.faults import set_faults
+from draguard.harness.driver.fault_control import set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
 from draguard.harness.driver.state import (
     Checkpoint,

@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 
 from draguard.harness.driver import topology as t
 from draguard.harness.core.errors import EXIT_USAGE, UsageError
-from draguard.harness.scenario import model
+from draguard.harness.scenario import format as model
 
 PRESET = t.PRESET_DIR / "h100-mig.yaml"
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

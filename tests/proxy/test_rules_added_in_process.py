@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from draguard.harness.grpcapi.plugin import ClaimRef
-from draguard.harness.proxy.faults import Action, FaultRule, FaultSet
+from draguard.harness.proxy.call_rules import Action, FaultRule, FaultSet
 
 CLAIM = [ClaimRef(namespace="ns", name="c", uid="u")]
 

@@ -13,7 +13,7 @@ import pytest
 
 import draguard.chaos  # noqa: F401  (registers fault kinds)
 from draguard.harness.devices.truth import DeviceTruth, InstalledDevice
-from draguard.harness.driver import faults
+from draguard.harness.driver import fault_control as faults
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.fleet.fake import FakeFleet

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from draguard.harness.driver.faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.service import PluginServer

@@ -20,7 +20,7 @@ from draguard.conformance.sanity.suite import SanityContext, run_check
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.core.registry import Entry
-from draguard.harness.driver.faults import FaultControl
+from draguard.harness.driver.fault_control import FaultControl
 from draguard.harness.driver.mutants import get_mutant
 from draguard.harness.driver.plugin import FakeDriver
 from draguard.harness.driver.service import PluginServer

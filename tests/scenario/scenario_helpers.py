@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.core.registry import Registry
-from draguard.harness.scenario.model import Duration, Params
+from draguard.harness.scenario.format import Duration, Params
 
 DATA = Path(__file__).parent / "data"
 EXAMPLE = DATA / "gang-deadlock.yaml"

@@ -24,7 +24,8 @@ from ruamel.yaml import YAML
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds the library uses)
 from draguard.harness.core.errors import ScenarioError
-from draguard.harness.scenario import json_schema, model, parse_scenario
+from draguard.harness.scenario import format as model
+from draguard.harness.scenario import json_schema, parse_scenario
 from draguard.harness.scenario.issues import render_path
 
 LIBRARY = Path(__file__).parents[2] / "scenarios"

@@ -12,7 +12,7 @@ import pytest
 from draguard.harness.core.errors import ScenarioError, UsageError
 from draguard.harness.core.registry import Registry
 from draguard.harness.scenario import load_scenario, load_scenarios, parse_scenario
-from draguard.harness.scenario.model import format_duration, parse_duration
+from draguard.harness.scenario.format import format_duration, parse_duration
 
 BASE = """\
 apiVersion: draguard.dev/v1alpha1

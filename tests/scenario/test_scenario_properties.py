@@ -13,7 +13,8 @@ from ruamel.yaml import YAML
 
 from draguard.harness.core.errors import ScenarioError, UsageError
 from draguard.harness.core.registry import Registry
-from draguard.harness.scenario import model, parse_scenario
+from draguard.harness.scenario import format as model
+from draguard.harness.scenario import parse_scenario
 from draguard.harness.scenario.types import Scenario
 
 from scenario_helpers import EXAMPLE, planned_faults
@@ -121,7 +122,7 @@ def test_odd_yaml_features_fail_cleanly(text: str) -> None:
     assert isinstance(outcome(text), Exception)
 
 
-# Every count of the example, with the bound the schema states for it (draguard.harness.scenario.model).
+# Every count of the example, with the bound the schema states for it (draguard.harness.scenario.format).
 COUNT_PATHS: dict[tuple[Any, ...], int] = {
     ("spec", "nodes", 0, "count"): model.MAX_NODES_PER_GROUP,
     ("spec", "nodes", 0, "topology", "gpus"): model.MAX_DEVICES_PER_NODE,

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-from ..core.fsio import atomic_write
+from draguard.harness.core.fsio import atomic_write
 
 __all__ = [
     "CrashPoint",
