@@ -58,6 +58,14 @@ def ensure_node_image(engine: engine_mod.Engine, progress: Progress = print) -> 
     t0 = time.monotonic()
     engine.run(["load", "-i", str(node.tarball)], timeout=1200)
     times["import_s"] = round(time.monotonic() - t0, 1)
+    if engine.private:  # node images of other versions only fill draguard's own data root
+        repo = node.tag.rsplit(":", 1)[0]
+        stale = [t for t in engine.run(["images", repo, "--format", "{{.Repository}}:{{.Tag}}"]).stdout.split() if t != node.tag]
+        if stale:
+            engine.run(["rmi", *stale], check=False)
+    for old in image_mod.kind_dir().glob("node-*.tar"):
+        if old != node.tarball:
+            old.unlink(missing_ok=True)
     return node.tag, times
 
 
