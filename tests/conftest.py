@@ -18,7 +18,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 LONGEST_FIRST = (
-    "tests/kind/test_kind_cluster.py",  # ~125 s warm; cold (node image and its Go builds) ~15 min (2026-12-07)
+    "tests/kind/test_kind_cluster.py",  # ~90-115 s warm; cold (node image, its Go builds, CoreDNS the longest) 20-35 min (2026-12-07)
     "tests/kubelet/test_scenarios_on_kubelet.py",  # ~700 s on the 2-core machine (2026-12-06)
     "tests/scenarios/test_library.py",  # ~620 s
     "tests/mutants/test_kill_matrix.py",  # ~390 s

@@ -24,7 +24,7 @@ from draguard.harness.cluster.kind.components import CONTAINERD_VERSION
 from draguard.harness.core.errors import UsageError
 from draguard.harness.kube import RUN_LABEL, Kind
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = pytest.mark.timeout(3600)  # the first test's setup builds the node image cold in CI: up to ~35 min on 2 busy cores
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 TEST_DRIVER = "test-driver.cdi.k8s.io"
