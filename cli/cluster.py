@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,10 @@ from typing import Any
 import click
 from rich.console import Console
 
+from draguard.harness.campaign.selfcheck import run_allocation_check
 from draguard.harness.cluster import binaries as bins
+from draguard.harness.cluster.kind import engine, quirks
+from draguard.harness.cluster.kind.cluster import KindCluster, ensure_node_image, list_kind_clusters
 from draguard.harness.cluster.local import (
     COMPONENT_ORDER,
     DEFAULT_CLIENT_BURST,
@@ -22,7 +26,6 @@ from draguard.harness.cluster.local import (
 )
 from draguard.harness.core.errors import UsageError
 from draguard.harness.core.process import interrupt_on_sigterm
-from draguard.harness.campaign.selfcheck import run_allocation_check
 from draguard.harness.kube import Kube
 from draguard.reports.console import print_allocation_check, print_cluster_status
 from draguard.reports.files import write_json
@@ -122,13 +125,14 @@ def down(name: str, all_: bool, purge: bool, backend: str) -> None:
         return
     names = list_clusters() if all_ else [name]
     for n in names:
+        if purge and LocalCluster.remove_stopped(n):  # stopped earlier by a plain down: only its directory is left
+            _err.print(f"cluster [bold]{n}[/bold] was stopped; its run directory is removed")
+            continue
         LocalCluster.attach(n).down(remove=purge)
         _err.print(f"cluster [bold]{n}[/bold] stopped")
 
 
 def _kind_up(name: str, workers: int, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], wait: bool) -> None:
-    from draguard.harness.cluster.kind.cluster import KindCluster
-
     if feature_gates or runtime_config:
         raise UsageError("--feature-gates and --runtime-config apply to --backend local only")
     cluster = KindCluster(name, workers, progress=_progress)
@@ -149,8 +153,6 @@ def _kind_up(name: str, workers: int, feature_gates: tuple[str, ...], runtime_co
 
 
 def _kind_down(name: str, all_: bool) -> None:
-    from draguard.harness.cluster.kind.cluster import KindCluster, list_kind_clusters
-
     for n in (list_kind_clusters() or [name]) if all_ else [name]:
         for line in KindCluster(n, 0, progress=_progress).down():
             _progress(line)
@@ -160,9 +162,6 @@ def _kind_down(name: str, all_: bool) -> None:
 @command.command("kind-image")
 def kind_image() -> None:
     """Build (offline) or reuse the kind node image, and print its tag."""
-    from draguard.harness.cluster.kind import engine, quirks
-    from draguard.harness.cluster.kind.cluster import ensure_node_image, list_kind_clusters
-
     started = time.monotonic()
     eng = engine.find(quirks.detect(offline_image=True), progress=_progress)
     try:
@@ -215,7 +214,6 @@ def build(force: bool, download: bool, scheduler_perf: bool) -> None:
     """Fetch or build the control-plane binaries (and draguard-kubelet) into the cache and print their directory."""
     entry = bins.cache_entry()
     if force and entry.exists():
-        import shutil
 
         shutil.rmtree(entry)
     found = bins.resolve(allow_download=download, progress=_progress)

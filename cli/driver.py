@@ -19,6 +19,9 @@ from pathlib import Path
 import click
 
 from draguard.harness.core.paths import DEFAULT_DRIVER, state_dir
+from draguard.harness.driver.main import run_fake, run_host
+from draguard.harness.driver.mutants import MUTANTS
+from draguard.harness.driver.service import DriverConfig
 
 from . import options
 from ._entry import invoke
@@ -33,8 +36,6 @@ def command() -> None:
 
 
 def _mutant_help() -> str:
-    from draguard.harness.driver.mutants import MUTANTS
-
     return "reproduce a known driver bug: " + ", ".join(sorted(MUTANTS))
 
 
@@ -81,9 +82,6 @@ def fake(
     log_level: str,
 ) -> None:
     """Run the fake DRA driver for one node until SIGTERM/SIGINT (sockets removed, checkpoint kept)."""
-    from draguard.harness.driver.main import run_fake
-    from draguard.harness.driver.service import DriverConfig
-
     assert kube.kubeconfig is not None  # required
     run_fake(DriverConfig(
         kubeconfig=kube.kubeconfig, node=node, root=root if root is not None else state_dir() / "nodes",
@@ -111,8 +109,6 @@ def host(kube: KubeTarget, root: Path, nodes_file: Path, driver_name: str, reset
     Each node keeps its own sockets, checkpoint, CDI specs, faults file and mutant; a control
     socket <root>/.driver-host.sock stops, kills and starts one node's driver (chaos steps).
     """
-    from draguard.harness.driver.main import run_host
-
     assert kube.kubeconfig is not None  # required
     run_host(kube.kubeconfig, root, nodes_file, driver_name, reset_ms, log_level)
 

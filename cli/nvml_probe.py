@@ -12,6 +12,8 @@ from pathlib import Path
 import click
 
 from draguard.harness.core.errors import EXIT_OK, EXIT_USAGE
+from draguard.harness.devices.probe import DeviceProbe, FakeProbe, NvmlProbe
+from draguard.harness.devices.truth import DeviceTruth
 
 __all__ = ["command"]
 
@@ -24,9 +26,6 @@ __all__ = ["command"]
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def command(library: str | None, root: Path | None, node: str | None, as_json: bool) -> None:
     """Show every GPU with its uuid, memory, compute processes and MIG devices."""
-    from draguard.harness.devices.probe import DeviceProbe, FakeProbe, NvmlProbe
-    from draguard.harness.devices.truth import DeviceTruth
-
     if (root is None) != (node is None):
         raise click.UsageError("--root and --node go together")
     probe: DeviceProbe = FakeProbe(DeviceTruth(root, node)) if root is not None and node is not None else NvmlProbe(library)

@@ -42,7 +42,7 @@ def allure_active(config: pytest.Config) -> bool:
 
 
 def _attach_json(name: str, body: Any) -> None:
-    import allure
+    import allure  # optional: allure-pytest, only when it records the session
 
     allure.attach(json.dumps(body, indent=1, default=str), name=name, attachment_type=allure.attachment_type.JSON)
 
@@ -50,7 +50,7 @@ def _attach_json(name: str, body: Any) -> None:
 def attach_result(result: RunResult) -> None:
     """Attach a run's verdict, its invariants' evidence and its timelines to the current Allure test."""
     try:
-        import allure
+        import allure  # optional: allure-pytest, only when it records the session
     except ImportError:
         return
     for s in result.scenarios:
@@ -64,7 +64,7 @@ def attach_result(result: RunResult) -> None:
 
 
 def _attach_namespace_state(kube: Kube, namespace: str) -> None:
-    import allure
+    import allure  # optional: allure-pytest, only when it records the session
 
     with allure.step(f"draguard: state of namespace {namespace}"):
         for kind in ("Pod", "ResourceClaim", "Event"):

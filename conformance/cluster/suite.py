@@ -25,9 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from draguard.harness.cluster.preflight import allocatable
 from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
-from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 from draguard.harness.core.registry import CHECKS, Entry
+from draguard.harness.devices.truth import DeviceTruth
+from draguard.harness.driver.fault_control import clear_faults, set_faults
+from draguard.harness.driver.state import DeviceState, read_checkpoint
+from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 from draguard.harness.result import CheckResult, Evidence, RunResult
 
 from ..checks import CheckFailed, Skip, run_entry, run_restart_command
@@ -128,16 +132,12 @@ class FakeDriverAccess:
         self.command = CommandAccess(restart_command) if restart_command else None
 
     def _checkpoint(self, node: str) -> Any:
-        from draguard.harness.driver.state import read_checkpoint
-
         return read_checkpoint(self.root, node, self.driver)
 
     def prepared(self, node: str) -> set[str]:
         return set(self._checkpoint(node).claims)
 
     def held(self, node: str) -> dict[str, str]:
-        from draguard.harness.driver.state import DeviceState
-
         cp = self._checkpoint(node)
         return {n: (r.claim or "") for n, r in cp.devices.items() if r.state is not DeviceState.FREE}
 
@@ -145,10 +145,6 @@ class FakeDriverAccess:
         """Lost devices in the driver's books, and a device the hardware (the fake node's device truth)
         reports as failed in its last reset while the driver holds it for no claim: nobody will retry
         that reset, so the device is lost to the node whatever the books say."""
-        from draguard.harness.devices.truth import DeviceTruth
-
-        from draguard.harness.driver.state import DeviceState
-
         cp = self._checkpoint(node)
         out = list(cp.leaks())
         truth = DeviceTruth(self.root, node)
@@ -168,8 +164,6 @@ class FakeDriverAccess:
             raise NotImplementedError("no process handle or --restart-command for the fake driver")
 
     def _set(self, node: str, **faults: Any) -> None:
-        from draguard.harness.driver.fault_control import set_faults
-
         set_faults(self.root, node, self.driver, **faults)
 
     def fail_release(self, node: str, device: str) -> None:
@@ -182,8 +176,6 @@ class FakeDriverAccess:
         self._set(node, prepare_hang={"seconds": seconds, "claims": [claim_uid], "count": 1})
 
     def clear(self, node: str) -> None:
-        from draguard.harness.driver.fault_control import clear_faults
-
         clear_faults(self.root, node, self.driver)
 
 
@@ -573,8 +565,6 @@ def run_check(ctx: ClusterContext, entry: Entry[Any]) -> CheckResult:
 def nothing_allocatable(kube: Kube, config: ClusterConfig, nodes: Sequence[str]) -> str:
     """Why no claim of the suite can be allocated ("" when one can): the pre-flight of every check
     that creates claims (no DeviceClass, no device it selects, none on the chosen nodes)."""
-    from draguard.harness.cluster.preflight import allocatable
-
     found = allocatable(kube, config.device_class)
     if found.problem:
         return found.problem

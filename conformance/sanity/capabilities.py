@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from draguard.harness.core.paths import DEFAULT_DRIVER
+from draguard.harness.devices.truth import DeviceTruth
 from draguard.harness.driver.fault_control import Faults, clear_faults, set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
-from draguard.harness.core.paths import DEFAULT_DRIVER
 
 from ..checks import run_restart_command
 
@@ -102,14 +103,10 @@ class FakeDriverHooks:
         self._set(unhealthy={"devices": [device], "message": message})
 
     def device_sharing(self, device: str) -> str | None:
-        from draguard.harness.devices.truth import DeviceTruth
-
         rec = DeviceTruth(self.root, self.node).read().devices.get(device)
         return rec.sharing if rec is not None else None
 
     def device_reset_state(self, device: str) -> str | None:
-        from draguard.harness.devices.truth import DeviceTruth
-
         rec = DeviceTruth(self.root, self.node).read().devices.get(device)
         return rec.reset if rec is not None else None
 

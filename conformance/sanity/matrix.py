@@ -17,9 +17,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.driver.mutants import MUTANTS, get_mutant
 from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.result import RunResult
 
 from .hooks import FakeDriverHooks

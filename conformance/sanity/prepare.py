@@ -15,6 +15,7 @@ import time
 
 from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError
 
+from .cdi import specs_naming
 from .suite import OTHER_DRIVER, OTHER_NODE, CheckFailed, SanityContext, expect, sanity_check
 
 MANAGER = "kubelet pkg/kubelet/cm/dra/manager.go (prepareResources)"
@@ -188,8 +189,6 @@ def stale(ctx: SanityContext) -> None:
     ctx.unprepared_ok(claim)
     time.sleep(max(0.0, slow + 1.0 - (time.monotonic() - started)))  # the slow prepare has finished now
     if ctx.config.cdi_dir is not None:
-        from .cdi import specs_naming
-
         left = specs_naming(ctx.config.cdi_dir, claim.uid)
         expect(not left, f"after the late prepare of {claim} the CDI spec(s) {left} exist", [str(claim)])
     other = ctx.claim([d0])

@@ -10,6 +10,7 @@ crash with no way to restart would leave the driver down for every check after i
 
 from __future__ import annotations
 
+from draguard.harness import cdi as cdi_specs
 from draguard.harness.grpcapi.plugin import PluginCallError
 
 from .cdi import specs_naming
@@ -32,8 +33,6 @@ def state_survives(ctx: SanityContext) -> None:
     ctx.wait_ready()
     # No prepare after the restart: the kubelet does not send one for a claim it has prepared.
     if ctx.config.cdi_dir is not None and ids:
-        from draguard.harness import cdi as cdi_specs
-
         problems = cdi_specs.check_ids(ctx.config.cdi_dir, ids)
         expect(not problems, f"after the restart the CDI IDs of the prepared {claim} no longer resolve: {problems}",
                [str(claim)], [d0[1]])

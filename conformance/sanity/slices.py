@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from draguard.harness.cel import parse_quantity
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Obj
 
@@ -181,8 +182,6 @@ def node(ctx: SanityContext) -> None:
     capability="partitionable-devices",
 )
 def counters(ctx: SanityContext) -> None:
-    from draguard.harness.cel import parse_quantity
-
     slices = _slices(ctx)
     sets: dict[tuple[str, str], dict[str, str]] = {}
     for s in slices:

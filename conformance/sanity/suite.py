@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
+from draguard.harness.core.registry import CHECKS, Entry
 from draguard.harness.grpcapi.plugin import (
     ClaimRef,
     ClaimResult,
@@ -52,11 +53,11 @@ from draguard.harness.grpcapi.plugin import (
     choose_version,
 )
 from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
-from draguard.harness.core.registry import CHECKS, Entry
+from draguard.harness.proxy import CallRecorder, FaultSet, PluginProxy
 from draguard.harness.result import CheckResult, Evidence, RunResult
 
 from ..checks import CheckFailed, Skip, expect, run_entry
-from .capabilities import Capabilities
+from .capabilities import CAPABILITIES, Capabilities
 
 __all__ = [
     "SanityConfig",
@@ -173,7 +174,6 @@ def sanity_check(
         raise DefinitionError(f"sanity check id {check_id!r} must start with {PREFIX!r}")
     if not source.strip():
         raise DefinitionError(f"sanity check {check_id!r}: say where its rule comes from (source=...)")
-    from .capabilities import CAPABILITIES
 
     if capability is not None and capability not in CAPABILITIES:
         raise DefinitionError(f"sanity check {check_id!r}: unknown capability {capability!r}; "
@@ -185,7 +185,7 @@ def sanity_check(
 
 def sanity_checks(select: Sequence[str] = ()) -> list[Entry[Any]]:
     """The registered sanity checks, in area order, filtered by id globs."""
-    from . import AREAS  # the area modules register on import
+    from . import AREAS  # here, a cycle: the package imports this module, then its area modules
 
     order = {area: i for i, area in enumerate(AREAS)}
     entries = [e for e in CHECKS.entries() if e.name.startswith(PREFIX)]
@@ -623,8 +623,6 @@ def open_context(config: SanityConfig, hooks: Any = None) -> Iterator[SanityCont
 @contextlib.contextmanager
 def _interposed(config: SanityConfig, node: str, run_id: str) -> Iterator[tuple[Path, Path]]:
     """The interposer in front of the driver's registration socket; its (registration, DRA) sockets."""
-    from draguard.harness.proxy import CallRecorder, FaultSet, PluginProxy
-
     assert config.trace is not None
     base = Path(tempfile.mkdtemp(prefix="dgt", dir="/tmp"))  # short: unix socket paths are limited
     recorder = CallRecorder(base, config.trace, run_id)

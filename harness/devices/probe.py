@@ -144,7 +144,7 @@ class NvmlProbe:
 
     def probe(self) -> ProbeResult:
         try:
-            import pynvml  # type: ignore[import-untyped]
+            import pynvml  # type: ignore[import-untyped]  # optional at run time: only where NVML is probed
         except ImportError as exc:  # the dependency is declared; a broken install still gets a clear answer
             return ProbeResult("no-library", f"pynvml (nvidia-ml-py) is not installed: {exc}")
         source = f"nvml:{self.library or 'libnvidia-ml.so.1'}"

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -216,8 +217,6 @@ def _cgroup_dirs(name: str) -> list[Path]:
 def kill_cgroup_tree(name: str, timeout: float = 20.0) -> int:
     """SIGKILL every process in cgroup ``name`` and below, in every hierarchy, then remove the cgroups; returns
     how many processes were killed."""
-    import signal
-
     killed: set[int] = set()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
