@@ -84,7 +84,12 @@ def judge(scenario: Scenario, mutant: str | None, result: ScenarioResult) -> Cel
     hold, violate = cell_expectations(scenario)
     detectors: list[str] = []
     evidence: list[str] = []
-    for inv in hold:
+    # Every violation counts: an invariant the scenario does not name must hold too (expect.violate
+    # and expect.ignore, with its reason, are the only ways out), so the cell reads the expectation the
+    # run recorded for each invariant, not the hold list alone.
+    must_hold = dict.fromkeys([*hold, *(n for n, r in result.invariants.items()
+                                        if r.expectation.expected == "hold" and n not in violate)])
+    for inv in must_hold:
         r = result.invariants.get(inv)
         if r is not None and r.status == "violated":
             detectors.append(f"invariant:{inv}")

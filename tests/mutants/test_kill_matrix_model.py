@@ -113,3 +113,24 @@ def test_a_damaged_json_is_bad_input(tmp_path: Path, broken: str, capsys: pytest
     src.write_text(broken)
     assert main(["mutants", "--from-json", str(src)]) == 2
     assert "not a kill matrix" in capsys.readouterr().err
+
+
+def test_a_violation_of_an_invariant_the_scenario_does_not_name_counts_in_the_matrix_too() -> None:
+    """Every violation counts in a cell as in a run: an invariant left out of expect.hold must hold
+    (the correct driver violating it is a false positive, a mutant violating it is caught), unless
+    expect.ignore excuses it with a reason."""
+    sc = load_scenario(LIBRARY / "evict-before-prepare-succeeded.yaml")
+    unnamed = next(n for n in INVARIANTS.names() if n not in sc.expect.hold and n not in sc.expect.violate)
+
+    def result(violated: dict[str, str], ignored: str | None = None) -> ScenarioResult:
+        r = _result(sc.name, violated)
+        for name, inv in r.invariants.items():
+            inv.expected, inv.required = ("ignore", False) if name == ignored else ("hold", name in sc.expect.hold)
+            inv.reason = "a member is removed on purpose" if name == ignored else ""
+        return r
+
+    fp = judge(sc, None, result({unnamed: "seen"}))
+    assert (fp.verdict, fp.detectors) == ("false-positive", (f"invariant:{unnamed}",))
+    caught = judge(sc, "silent-health", result({unnamed: "seen"}))
+    assert (caught.verdict, caught.detectors) == ("caught", (f"invariant:{unnamed}",))
+    assert judge(sc, None, result({unnamed: "seen"}, ignored=unnamed)).verdict == "passed"
