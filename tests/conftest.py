@@ -14,10 +14,12 @@ import threading
 import time
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 pytest_plugins = ["pytester"]
 
 LONGEST_FIRST = (
+    "tests/kind/test_kind_certify.py",  # the kind tests share one cluster (one scope below): this file's before the one that brings it down
     "tests/kind/test_kind_cluster.py",  # ~90-115 s warm; cold (node image, its Go builds, CoreDNS the longest) 20-35 min (2026-12-07)
     "tests/kubelet/test_scenarios_on_kubelet.py",  # ~700 s on the 2-core machine (2026-12-06)
     "tests/scenarios/test_library.py",  # ~620 s
@@ -34,6 +36,24 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
+KIND_TESTS = "tests/kind/"
+"""The files here share one session-scoped kind cluster (tests/kind/conftest.py) and the private dockerd
+under it: split across xdist workers, each worker would start a cluster of its own, and one file's test that
+kills the private dockerd would kill the other's nodes."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile`` with the kind tests' files as one unit, run by one worker in collection order."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    class KindFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return KIND_TESTS if path.startswith(KIND_TESTS) else path
+
+    return KindFilesTogether(config, log)  # type: ignore[arg-type]
 
 
 class _Watchdog:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from draguard.harness.cluster.kind.nodefiles import SANDBOX_IMAGE
 from draguard.harness.cluster.preflight import allocatable
 from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
 from draguard.harness.core.registry import CHECKS, Entry
@@ -56,7 +57,9 @@ log = logging.getLogger("draguard.conformance")
 
 PREFIX = "conformance."
 PROFILES = ("core", "topology", "sharing", "gang", "chaos")
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PAUSE_IMAGE = SANDBOX_IMAGE
+"""The checks' pods run the release's sandbox image (kubeadm's pause tag): kubeadm-built nodes, kind's included,
+hold it already, so the pods start on a cluster that cannot pull images."""
 
 
 @dataclass(frozen=True)

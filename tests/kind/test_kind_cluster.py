@@ -18,7 +18,7 @@ import pytest
 
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster.kind import components, engine as engine_mod, hostlog
-from draguard.harness.cluster.kind.cluster import CLUSTER_LABEL, KindCluster, ensure_node_image
+from draguard.harness.cluster.kind.cluster import CLUSTER_LABEL, KindCluster, ensure_node_image, list_kind_clusters
 from draguard.harness.cluster.kind.image import busybox_image, upstream_driver_image
 from draguard.harness.cluster.kind.components import CONTAINERD_VERSION
 from draguard.harness.core.errors import UsageError
@@ -216,6 +216,8 @@ def test_down_after_the_private_engine_was_killed(kind_cluster: KindCluster) -> 
         running = None
     if running is not None and not running.private:
         pytest.skip(f"kind runs on an existing {running.provider} here, not on draguard's private dockerd")
+    if list_kind_clusters():  # another session's: killing the private dockerd would kill their nodes
+        pytest.skip(f"other kind clusters run on the private dockerd ({', '.join(list_kind_clusters())})")
     cluster = KindCluster(f"k{os.getpid()}", workers=0, progress=lambda s: None)
     cluster.up(timeout=600)
     private = engine_mod.PrivateDockerd()
