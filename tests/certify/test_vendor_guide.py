@@ -1,5 +1,6 @@
-"""docs/vendor-guide.md, step by step: the product block passes draguard's validator; the kind and GPU
-command lines parse with draguard's own command line (neither runs here: no kind backend test and no GPU);
+"""docs/vendor-guide.md, step by step: the product block passes draguard's validator; the kind cluster's
+and the GPU command lines parse with draguard's own command line (no GPU here; tests/kind/test_kind_certify.py
+runs the kind step's certify and verify lines in a kind cluster against the upstream test driver);
 the laptop's certify and verify lines run as written against the fake driver on the local backend, and the
 submission block, run on that bundle, lays out a folder in which every evidence link resolves the way
 the AI-conformance programme's validator resolves it."""
@@ -66,6 +67,17 @@ def test_the_kind_and_gpu_command_lines_parse(tmp_path: Path) -> None:
         sub = cluster_group.get_command(click.Context(cluster_group), args[2])
         assert sub is not None
         assert _parse(sub, args[3:]).params["backend"] == "kind"
+
+
+def test_the_kind_step_names_the_test_that_runs_its_commands() -> None:
+    text = GUIDE.read_text()
+    kind_step = text[text.index("## 2. On a laptop with kind"):text.index("## 3. ")]
+    named = re.findall(r"`(tests/kind/test_\w+\.py)`[\s>]*\(`(test_\w+)`\)", kind_step)
+    assert named, "the kind step names no test in tests/kind/"
+    for path, name in named:
+        source = (GUIDE.parents[1] / path).read_text()
+        assert f"def {name}(" in source and 'guide_block("vendor-laptop")' in source, f"{path}::{name}"
+    assert "tests/kind/test_kind_certify.py" in re.search(r"<!-- vendor-laptop:(.*?)-->", text).group(1)  # type: ignore[union-attr]
 
 
 @pytest.mark.cluster
