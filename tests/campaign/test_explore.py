@@ -4,8 +4,10 @@ same invariant, one against the correct driver finds nothing.
 
 The starting scenario is ``plain-gang.yaml`` beside this file (a gang of two pods, two GPUs each, on two
 nodes, no chaos). Each example is one scenario run (15-20 s on a loaded two-core machine), so the
-searches get small budgets; the mutant search draws from two fault kinds (``--fault``) so that it
-reaches the bug within that budget. docs/explore.md has the searches over every fault kind.
+searches get small budgets; the mutant search is the README's command, one-step plans of one fault
+kind (``--fault reset-failure --max-steps 1``), so that it reaches the bug within that budget and
+shrinks to a plan whose replay does not hang on a race. docs/explore.md has the searches over every
+fault kind.
 """
 
 from __future__ import annotations
