@@ -151,7 +151,9 @@ def _fragment_entries(out: Path) -> dict[str, dict[str, object]]:
 
 def test_the_fragment_statuses_say_what_the_run_shows(tmp_path: Path) -> None:
     entries = _fragment_entries(_bundle(tmp_path))
-    assert entries["dra_support"]["status"] == "Implemented"  # full coverage, all passed
+    # Full coverage, but the run skipped match-attribute: that part is unseen, and the notes say so.
+    assert entries["dra_support"]["status"] == "Partially Implemented"
+    assert "conformance.topology.match-attribute (skipped: needs a shared attribute)" in str(entries["dra_support"]["notes"])
     assert "Not on the v1.37 checklist" in str(entries["dra_support"]["notes"])
     assert entries["gang_scheduling"]["status"] == "Partially Implemented"
     assert "installs no gang scheduler" in str(entries["gang_scheduling"]["notes"])
@@ -190,3 +192,28 @@ def test_an_unknown_programme_is_exit_2_before_the_cluster(tmp_path: Path, capsy
                  str(product), "--out", str(tmp_path / "b"), "--programme", "ai-conformance", "--programme", "nope"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown programme 'nope'" in err and "Traceback" not in err
+
+
+def test_a_requirement_is_implemented_only_when_every_one_of_its_checks_passed(tmp_path: Path) -> None:
+    """A check skipped in the run (a driver without device attributes skips match-attribute) leaves that
+    part of the requirement unseen: the status is Partially Implemented and the notes name what was
+    not checked and why, never the requirement's full wording of what draguard covers."""
+    req = next(r for r in REQUIREMENTS if r.id == "dra_support")
+    skipped = req.checks[-1]
+    result = RunResult(run_id="r", environment={"kubernetes": "v1.37.2"})
+    result.checks = [CheckResult(cid, "r", "s", "skipped" if cid == skipped else "passed",
+                                 "the driver publishes no device attributes" if cid == skipped else "")
+                     for cid in req.checks]
+    data = YAML(typ="safe").load(programme("ai-conformance").render(
+        result, PRODUCT, {"kubernetesVersion": "v1.37.2"})[FRAGMENT])
+    entries = {e["id"]: e for items in data["spec"].values() for e in items}
+    entries.update({e["id"]: e for e in data.get("outsideChecklist") or ()})
+    dra = entries["dra_support"]
+    assert dra["status"] == "Partially Implemented", dra
+    assert skipped in dra["notes"] and "no device attributes" in dra["notes"], dra
+    assert req.covered not in dra["notes"]
+    result.checks = [CheckResult(cid, "r", "s", "passed", "") for cid in req.checks]
+    data = YAML(typ="safe").load(programme("ai-conformance").render(
+        result, PRODUCT, {"kubernetesVersion": "v1.37.2"})[FRAGMENT])
+    entries = {e["id"]: e for e in data.get("outsideChecklist") or ()}
+    assert entries["dra_support"]["status"] == "Implemented"

@@ -113,7 +113,7 @@ def test_certify_with_the_ai_conformance_programme_against_the_upstream_driver(
 
     from draguard.cli.main import main
     from draguard.conformance.programmes import BundleView
-    from draguard.conformance.programmes.ai_conformance import FRAGMENT
+    from draguard.conformance.programmes.ai_conformance import FRAGMENT, REQUIREMENTS
 
     _, cls = upstream
     product = tmp_path / "product.yaml"
@@ -133,8 +133,13 @@ def test_certify_with_the_ai_conformance_programme_against_the_upstream_driver(
     entries = {e["id"]: e for e in data.get("outsideChecklist") or ()}
     entries.update({e["id"]: e for items in data["spec"].values() for e in items})
     dra = entries["dra_support"]
-    assert dra["status"] == "Implemented", dra
     cases = BundleView(out).cases or {}
+    req = next(r for r in REQUIREMENTS if r.id == "dra_support")
+    unseen = [cid for cid in req.checks if cid not in cases or cases[cid].status != "passed"]
+    if unseen:  # a check skipped here (no device attributes: match-attribute) leaves that part unseen
+        assert dra["status"] == "Partially Implemented" and all(cid in dra["notes"] for cid in unseen), dra
+    else:
+        assert dra["status"] == "Implemented", dra
     linked = [link.rsplit("#", 1)[1] for link in dra["evidence"] if "#" in link]
     assert "conformance.core.template-claim" in linked
     for link in dra["evidence"]:
