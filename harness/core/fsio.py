@@ -10,6 +10,7 @@ Talks to nothing but the filesystem.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -100,7 +101,9 @@ def atomic_write(
     ``crash`` (fault control) is called at ``<point>.mid_write`` (half the bytes written) and
     ``<point>.before_rename``; an exit there must leave the previous content intact.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # One temporary file per writing thread: two threads of one process replacing the same file (two
+    # chaos steps switching a node's faults at once) must not rename each other's file away.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         half = len(data) // 2

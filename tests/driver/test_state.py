@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -106,7 +108,30 @@ def test_atomic_write_syncs_the_file_before_the_rename_and_the_directory_after_i
     tmp_path: Path, synced_writes: list[tuple[str, Path]], sync: str, expected: list[str]
 ) -> None:
     _sample().save(tmp_path / "checkpoint.json", sync=sync)  # type: ignore[arg-type]
-    tmp = tmp_path / f".checkpoint.json.{__import__('os').getpid()}.tmp"
+    tmp = tmp_path / f".checkpoint.json.{os.getpid()}.{threading.get_ident()}.tmp"
     events = [f"fsync {path}" if op == "sync" else f"rename {path.name}" for op, path in synced_writes]
     assert events == [e.format(tmp=tmp, dir=tmp_path) for e in expected]
     assert Checkpoint.load(tmp_path / "checkpoint.json", "gpu.draguard.dev", "n") == _sample()
+
+
+def test_threads_replacing_the_same_file_at_once_never_lose_each_others_temporary_file(tmp_path: Path) -> None:
+    """Two chaos steps switching one node's faults at the same moment write the same file from two
+    threads of one process; each write is whole, none fails with its temporary file renamed away."""
+    target = tmp_path / "faults.json"
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for _ in range(200):
+                atomic_write(target, json.dumps({"writer": i}).encode(), sync="none")
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert json.loads(target.read_text())["writer"] in range(4)
+    assert list(tmp_path.glob(".faults.json.*.tmp")) == []
