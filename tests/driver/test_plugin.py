@@ -327,7 +327,7 @@ def test_each_checkpoint_write_is_synced_and_the_directory_once_per_call_before_
 
     drv = make_driver(root, store)
     ref = _ref(store, allocated_claim("c1", ["gpu-0"]))
-    tmp = f".checkpoint.json.{os.getpid()}.tmp"
+    tmp = f".checkpoint.json.{os.getpid()}.{threading.get_ident()}.tmp"
     spec = cdi.spec_path(drv.cdi_dir, DEFAULT_DRIVER, ref.uid).name
 
     def seen() -> list[str]:

@@ -216,7 +216,7 @@ def test_down_after_the_private_engine_was_killed(kind_cluster: KindCluster) -> 
         running = None
     if running is not None and not running.private:
         pytest.skip(f"kind runs on an existing {running.provider} here, not on draguard's private dockerd")
-    if list_kind_clusters():  # another session's: killing the private dockerd would kill their nodes
+    if list_kind_clusters():  # someone else's clusters: killing the private dockerd would kill their nodes
         pytest.skip(f"other kind clusters run on the private dockerd ({', '.join(list_kind_clusters())})")
     cluster = KindCluster(f"k{os.getpid()}", workers=0, progress=lambda s: None)
     cluster.up(timeout=600)
