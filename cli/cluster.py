@@ -102,15 +102,21 @@ def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_c
     interrupt_on_sigterm()
     cluster.up()
     _err.print(f"cluster [bold]{name}[/bold] ready in {time.monotonic() - started:.1f}s ({bins.K8S_VERSION})")
+    _hold(cluster, wait)
+
+
+def _hold(cluster: LocalCluster | KindCluster, wait: bool) -> None:
+    """Print the kubeconfig; with ``--wait``, keep the cluster until Ctrl-C, then take it down."""
     click.echo(str(cluster.kubeconfig))
-    if wait:
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            cluster.down()
+    if not wait:
+        return
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.down()
 
 
 @command.command("down")
@@ -141,15 +147,7 @@ def _kind_up(name: str, workers: int, feature_gates: tuple[str, ...], runtime_co
     cluster.up()
     _err.print(f"kind cluster [bold]{name}[/bold] ready in {time.monotonic() - started:.1f}s "
                f"(1 control plane + {workers} worker(s), {bins.K8S_VERSION})")
-    click.echo(str(cluster.kubeconfig))
-    if wait:
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            cluster.down()
+    _hold(cluster, wait)
 
 
 def _kind_down(name: str, all_: bool) -> None:
