@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from draguard.harness.invariants.per_claim_errors import NOT_THE_DRIVERS_ANSWER, TRANSPORT_HINTS
 from draguard.harness.invariants.snapshot import DriverCall, PreparedDevice, Snapshot
 
-__all__ = ["PREPARE", "UNPREPARE", "drivers_answer", "claim_failed", "ClaimState", "ClaimHistory", "replay"]
+__all__ = ["PREPARE", "UNPREPARE", "drivers_answer", "claim_failed", "ClaimState", "ClaimHistory", "replay",
+           "history_of"]
 
 PREPARE = "NodePrepareResources"
 UNPREPARE = "NodeUnprepareResources"
@@ -58,6 +59,8 @@ class ClaimState:
     """The driver answered a prepare of it without an error, and no unprepare succeeded since."""
     answer: tuple[PreparedDevice, ...] | None = None
     """The devices that successful prepare answered (None: the record does not carry them)."""
+    prepared_by: DriverCall | None = None
+    """The call of that successful prepare (None while not prepared)."""
     prepared_at: float = 0.0
     uncertain: bool = False
     """A prepare was sent that the driver did not answer (it was down, crashed or the caller gave up)
@@ -96,12 +99,14 @@ class ClaimHistory:
                 if failed is None:
                     st.prepared, st.prepared_at, st.uncertain, st.failures = True, call.time, False, []
                     st.answer = call.answers.get(uid, ()) if call.answers is not None else None
+                    st.prepared_by = call
                 elif answered:
                     st.failures.append(call)
                 elif not st.prepared:
                     st.uncertain = True
             elif call.method == UNPREPARE and failed is None:
                 st.prepared, st.answer, st.uncertain, st.unprepared, st.failures = False, None, False, True, []
+                st.prepared_by = None
 
 
 def replay(snapshot: Snapshot) -> Iterator[tuple[DriverCall, ClaimHistory]]:
@@ -113,3 +118,12 @@ def replay(snapshot: Snapshot) -> Iterator[tuple[DriverCall, ClaimHistory]]:
             continue
         yield call, history
         history.advance(call)
+
+
+def history_of(snapshot: Snapshot) -> ClaimHistory:
+    """Every claim's state once the whole record so far is replayed."""
+    history = ClaimHistory()
+    for call in snapshot.driver_calls:
+        if call.method in (PREPARE, UNPREPARE):
+            history.advance(call)
+    return history

@@ -194,7 +194,8 @@ class Snapshot:
 
     driver_calls: tuple[DriverCall, ...] = ()
     """The DRA calls the gRPC interposer recorded so far (``driver.interpose``; empty without it).
-    Invariants that judge them register ``needs=("interposer",)``: they are not judged without one."""
+    Invariants that judge them register ``needs=("interposer",)`` (``"interposer-answers"`` for those
+    that read :attr:`DriverCall.answers`): they are not judged without one."""
 
     def replace(self, **changes: Any) -> Snapshot:
         """``dataclasses.replace`` that keeps the derived indexes whose source field is unchanged."""

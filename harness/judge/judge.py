@@ -47,6 +47,7 @@ from ..invariants import (
     evaluate,
     judged,
 )
+from ..proxy.recorder import driver_call
 from ..result import Evidence, ExpectationResult, InvariantResult, ScenarioResult, Status
 from ..scenario.checks import lacking
 from ..scenario.types import Condition, EvidenceRule, Progress, Scenario
@@ -331,16 +332,8 @@ class Judge:
             return ()
         offset = self.timeline.now() - time.time()
         with self._calls_lock:  # snapshots are taken by the checker and by the final judgments
-            for e in h.fleet.interposer.recorder.recorded(since=len(self._calls)):
-                self._calls.append(DriverCall(
-                    time=round(float(e.get("ts", 0.0)) + offset, 3), node=str(e.get("node", "")),
-                    driver=str(e.get("driver", "")), method=str(e.get("method", "")),
-                    claims=tuple((str(c.get("namespace", "")), str(c.get("name", "")), str(c.get("uid", "")))
-                                 for c in e.get("claims") or ()),
-                    status=str(e.get("status", "")), error=str(e.get("error", "")),
-                    claim_errors=dict(e.get("claim_errors") or {}),
-                    injected=e.get("fault") if e.get("kind") == "call" else str(e.get("kind")),
-                ))
+            self._calls.extend(driver_call(e, offset)
+                               for e in h.fleet.interposer.recorder.recorded(since=len(self._calls)))
             return tuple(self._calls)
 
     def calls_in_flight(self) -> bool:

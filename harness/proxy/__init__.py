@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from draguard.harness.proxy.call_rules import Action, FaultRule, FaultSet, claim_matches, load_rules
 from .interposer import Interposer, PluginProxy
-from .recorder import CALLS_FILE, CallRecorder, read_calls
+from .recorder import CALLS_FILE, CallRecorder, driver_call, read_calls
 
 __all__ = [
     "Interposer",
@@ -21,5 +21,6 @@ __all__ = [
     "CallRecorder",
     "CALLS_FILE",
     "read_calls",
+    "driver_call",
     "load_rules",
 ]

@@ -7,7 +7,8 @@ plus its own DRA socket ``<node-root>/<node>/plugins/<driver>/dra.sock``. ``GetI
 and its ``endpoint`` rewritten to that socket, so every later DRA call passes through the proxy.
 
 Calls are forwarded as raw bytes (a ``GenericRpcHandler``), so any service and version works;
-DRA requests are decoded only to name their claims in the record and to match per-claim faults.
+DRA requests are decoded only to name their claims in the record and to match per-claim faults, and
+their answers only to record the per-claim errors and the devices each claim was prepared with.
 Every call is recorded by :class:`~.recorder.CallRecorder`; :class:`~.faults.FaultSet` decides what
 to inject. Talks to plugins and to whoever dials its sockets; never to the API server.
 """
@@ -180,17 +181,27 @@ def _claims(method: str, raw: bytes) -> list[ClaimRef]:
     return [ClaimRef.from_pb(c) for c in request.claims]
 
 
-def _claim_errors(method: str, raw: bytes) -> dict[str, str]:
+def _answer(method: str, raw: bytes) -> dict[str, Any]:
+    """What a plugin's answer says per claim, for the record: ``claim_errors`` of a prepare or unprepare,
+    and ``answers`` of a prepare (the devices of each claim it did not fail; v1beta1's ``Device`` is v1's
+    without ``share_id``, so one decoding serves both). An answer that does not decode records neither."""
     try:
         if method == PREPARE:
             resp: Any = dra_v1_pb2.NodePrepareResourcesResponse.FromString(raw)
         elif method == UNPREPARE:
             resp = dra_v1_pb2.NodeUnprepareResourcesResponse.FromString(raw)
         else:
-            return {}
+            return {"claim_errors": {}}
     except Exception:
-        return {}
-    return {uid: r.error for uid, r in resp.claims.items() if r.error}
+        return {"claim_errors": {}}
+    out: dict[str, Any] = {"claim_errors": {uid: r.error for uid, r in resp.claims.items() if r.error}}
+    if method == PREPARE:
+        out["answers"] = {
+            uid: [{"pool": d.pool_name, "device": d.device_name, "requests": list(d.request_names),
+                   "cdi_device_ids": list(d.cdi_device_ids)} for d in r.devices]
+            for uid, r in resp.claims.items() if not r.error
+        }  # fmt: skip
+    return out
 
 
 class _Abort(Exception):
@@ -240,8 +251,7 @@ class _Handler(grpc.GenericRpcHandler):
             raise AssertionError("unreachable") from None  # context.abort raises
         if method == "GetInfo":
             response = proxy.rewrite_info(response)
-        proxy.record(**entry, duration_s=round(time.time() - start, 6), status="OK", error="",
-                     claim_errors=_claim_errors(method, response))
+        proxy.record(**entry, duration_s=round(time.time() - start, 6), status="OK", error="", **_answer(method, response))
         return response
 
     def _apply(
@@ -340,7 +350,7 @@ class _Handler(grpc.GenericRpcHandler):
                 raise
             return b""
         self.proxy.record(**entry, duration_s=round(time.time() - start, 6), status="OK", error="",
-                          claim_errors=_claim_errors(method, response))
+                          **_answer(method, response))
         return response
 
     def _stream(

@@ -123,9 +123,9 @@ def lacking(driver_kind: str, backend: str, interpose: bool) -> dict[str, str]:
         lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
     if not interpose:
         lacks["interposer"] = "spec.driver.interpose is not true"
-    # Neither the interposer's record (harness/proxy) nor the run's DriverCalls carry the devices a
-    # prepare answered yet (DriverCall.answers): what needs them is not judged, and says so.
-    lacks["interposer-answers"] = "runs do not record the devices a driver answers at prepare yet"
+        # The devices a prepare answered are read from the interposer's record (DriverCall.answers).
+        lacks["interposer-answers"] = ("spec.driver.interpose is not true: no record of the devices the driver "
+                                       "answers at prepare")
     return lacks
 
 

@@ -133,10 +133,35 @@ def test_answers_that_match_and_claims_that_cannot_be_compared_hold() -> None:
     assert prepared_devices.check(snap(*fine, claims=(c,))) == []
 
 
-def test_it_is_not_judged_until_runs_record_the_answers_and_says_why() -> None:
+def test_what_a_claim_holds_now_is_judged_not_a_prepare_since_unprepared_or_of_an_allocation_now_elsewhere() -> None:
+    c = claim("infer-0-gpus", [request()], [result("gpu-1")])
+    wrong = call(1, PREPARE, answers={GPUS[2]: (dev("gpu-0"),)})  # answered for an allocation since replaced
+    assert prepared_devices.check(snap(wrong, call(2, UNPREPARE), call(3, PREPARE, answers={GPUS[2]: (dev("gpu-1"),)}),
+                                       claims=(c,))) == []
+    assert prepared_devices.check(snap(wrong, call(2, UNPREPARE), claims=(c,))) == []
+    moved = claim("infer-0-gpus", [request()], [result("gpu-1", node="node-b")], node="node-b")
+    assert prepared_devices.check(snap(wrong, claims=(moved,))) == []  # node-a never released it: no-leak's
+    [v] = prepared_devices.check(snap(wrong, call(2, UNPREPARE, "UNKNOWN", error="reset failed"), claims=(c,)))
+    assert v.time == 1 and "answered node-a/gpu-0, which the allocation does not name" in v.message
+
+
+def test_a_device_of_another_claim_answered_names_both_devices_and_the_claim() -> None:
+    mine = claim("infer-0-gpus", [request()], [result("gpu-0")])
+    theirs = claim("infer-1-gpus", [request()], [result("gpu-1")])
+    swapped = call(2, PREPARE, claims=(GPUS, OTHER), answers={GPUS[2]: (dev("gpu-1"),), OTHER[2]: (dev("gpu-1"),)})
+    [v] = prepared_devices.check(snap(swapped, claims=(mine, theirs)))
+    assert v.objects == (f"ResourceClaim/{NS}/infer-0-gpus",) and v.key == f"{NODE}/{GPUS[2]}"
+    assert v.message.startswith(f"{DRIVER} on {NODE} prepared ResourceClaim {NS}/infer-0-gpus at 2.0s and answered "
+                                "node-a/gpu-1, which the allocation does not name; did not answer allocated node-a/gpu-0")
+    assert set(v.devices) == {f"{DRIVER}/{NODE}/gpu-0", f"{DRIVER}/{NODE}/gpu-1"}
+
+
+def test_it_is_judged_with_the_interposer_and_not_without_saying_why() -> None:
     entry = INVARIANTS.get("prepared-devices-allocated")
     assert entry.meta["needs"] == ("interposer-answers",)
-    assert "interposer-answers" in lacking("fake", "local", True)
+    assert "interposer-answers" not in lacking("fake", "local", True)
+    for driver in ("fake", "external"):
+        assert lacking(driver, "local", False)["interposer-answers"].startswith("spec.driver.interpose is not true")
 
 
 # -- no-prepare-loop -----------------------------------------------------------------------------

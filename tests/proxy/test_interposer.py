@@ -18,7 +18,8 @@ from draguard.harness.grpcapi.plugin import ClaimRef, ClaimResult, PluginCallErr
 from draguard.harness.nodes.plugins import NodePlugins
 from draguard.harness.nodes.stubplugin import StubPlugin
 from draguard.harness.core.paths import NodeDirs
-from draguard.harness.proxy import FaultRule, FaultSet, Interposer, read_calls
+from draguard.harness.invariants import PreparedDevice
+from draguard.harness.proxy import FaultRule, FaultSet, Interposer, driver_call, read_calls
 
 DRIVER = "gpu.draguard.dev"
 A, B = ClaimRef(namespace="ns", name="a", uid="uid-a"), ClaimRef(namespace="ns", name="bad-1", uid="uid-bad")
@@ -149,6 +150,50 @@ def test_a_stale_retry_replays_a_prepare_after_the_unprepare(
     ]
     assert "uid-a" in plugin.prepared  # the stale retry left the device prepared: what a driver must withstand
     assert [r["kind"] for r in calls(proxy, "NodePrepareResources")] == ["call", "stale-retry"]
+
+
+def test_the_devices_a_prepare_answered_are_recorded_per_claim_and_read_back_as_the_drivers_answers(
+    root: Path, plugin: StubPlugin, proxy: Interposer, faults: FaultSet
+) -> None:
+    plugin.fail = {"bad-*": "no such device"}
+    c = client(root)
+    c.prepare([A, B])
+    c.unprepare([A])
+    faults.set_rules([FaultRule(action="error", method="NodePrepareResources", message="boom")])
+    with pytest.raises(PluginCallError):
+        c.prepare([A])
+    ok, failed = calls(proxy, "NodePrepareResources")
+    answer = {"pool": "n1", "device": "dev-a", "requests": ["req"], "cdi_device_ids": [f"{DRIVER}/gpu=uid-a"]}
+    assert ok["answers"] == {"uid-a": [answer]} and ok["claim_errors"] == {"uid-bad": "no such device"}
+    assert "answers" not in failed and "answers" not in calls(proxy, "NodeUnprepareResources")[0]
+    got = [driver_call(r, offset=-r["ts"]) for r in calls(proxy)]
+    prepare, unprepare, refused = [g for g in got if g.method.startswith("Node")]
+    assert prepare.answers == {"uid-a": (PreparedDevice("n1", "dev-a", ("req",), (f"{DRIVER}/gpu=uid-a",)),)}
+    assert prepare.time == 0 and prepare.claims == (("ns", "a", "uid-a"), ("ns", "bad-1", "uid-bad"))
+    assert unprepare.answers is None and refused.answers is None and refused.injected == "error"
+
+
+def test_a_v1beta1_prepare_and_the_claims_a_claim_error_withheld_are_recorded_alike(
+    root: Path, plugin: StubPlugin, proxy: Interposer, faults: FaultSet
+) -> None:
+    client(root)  # registered through the proxy
+    faults.set_rules([FaultRule(action="claim-error", claim="uid-bad", message="withheld")])
+    with PluginClient(NodeDirs(root / "nodes", "n1").dra_socket(DRIVER), version="v1beta1") as beta:
+        beta.prepare([A, B])
+    (rec,) = calls(proxy, "NodePrepareResources")
+    assert rec["service"] == "k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin"
+    assert list(rec["answers"]) == ["uid-a"] and rec["answers"]["uid-a"][0]["device"] == "dev-a"
+    assert rec["claim_errors"] == {"uid-bad": "withheld"}
+
+
+def test_a_record_written_before_answers_were_kept_reads_as_answers_not_recorded() -> None:
+    old = {"ts": 100.0, "node": "n1", "driver": DRIVER, "service": "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin",
+           "method": "NodePrepareResources", "kind": "call", "claims": [{"namespace": "ns", "name": "a", "uid": "uid-a"}],
+           "duration_s": 0.01, "status": "OK", "error": "", "claim_errors": {}, "fault": None}
+    call = driver_call(old, offset=-90.0)
+    assert call.answers is None and call.time == 10.0 and call.claims == (("ns", "a", "uid-a"),) and call.injected is None
+    assert driver_call({**old, "answers": {}}).answers == {}
+    assert driver_call({**old, "kind": "stale-retry", "fault": "stale-retry"}).injected == "stale-retry"
 
 
 def test_after_and_count_limit_which_matching_calls_a_fault_hits(

@@ -121,7 +121,7 @@ def test_an_unnamed_invariant_that_was_not_checked_does_not_fail_but_a_named_one
 
 def test_without_hold_every_judgeable_invariant_is_named_and_no_note_is_due() -> None:
     sc = _scenario("    violate: [gang-atomic]\n    ignore: [{invariant: no-legacy-mix, reason: no device plugin here}]\n")
-    assert set(sc.expect.hold) == set(NAMES) - {"gang-atomic", "no-legacy-mix", "prepared-devices-allocated"}
+    assert set(sc.expect.hold) == set(NAMES) - {"gang-atomic", "no-legacy-mix"}
     assert sc.expect.unnamed == () and sc.hold_note is None
 
 
@@ -218,12 +218,14 @@ def test_validate_notes_a_hold_that_leaves_out_invariants_the_run_judges(tmp_pat
                     "      - {invariant: no-legacy-mix, reason: r2}\n      - {invariant: sharing-explicit, reason: r3}\n"
                     "      - {invariant: per-claim-errors, reason: r4}\n      - {invariant: no-prepare-loop, reason: r5}\n"
                     "      - {invariant: prepare-idempotent, reason: r6}\n"
-                    "      - {invariant: unprepare-unknown, reason: r7}\n")
+                    "      - {invariant: unprepare-unknown, reason: r7}\n"
+                    "      - {invariant: prepared-devices-allocated, reason: r8}\n")
     assert main(["validate", str(old), str(full)]) == EXIT_OK
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"ok {old}"
     assert out[1] == (f"{old}: note: expect.hold leaves out container-devices, no-legacy-mix, no-prepare-loop, "
-                      "per-claim-errors, prepare-idempotent, sharing-explicit, unprepare-unknown; they are judged all "
+                      "per-claim-errors, prepare-idempotent, prepared-devices-allocated, sharing-explicit, "
+                      "unprepare-unknown; they are judged all "
                       "the same and a violation fails the run (name them in expect.hold, or excuse each in "
                       "expect.ignore with a reason)")
     assert out[2:] == [f"ok {full}"]
