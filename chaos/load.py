@@ -5,7 +5,8 @@ for ``duration``: operations that create and delete gangs, template claims and s
 timed to allocation, prepared, Running and fully released. What it measured (per operation kind the
 count, errors and p50/p90/p99/max of each phase; the target and achieved rate; whether it fell
 behind; what its own judging saw violated) goes to the step's result (:class:`LoadSummary`), which
-every report renders; locust's CSV files and ``summary.json`` go to ``<report>/<scenario>/load-<step>/``.
+every report renders; locust's CSV files and ``summary.json`` go to the run's record (``ctx.record``),
+which the reports place at ``<report>/<scenario>/load-<step>/``.
 
 The step fails (status ``error``, the reason in its detail) when the load cannot run or falls behind
 its target rate (the engine's tolerance, :data:`BEHIND_RATIO`): chaos "under load" that did not
@@ -61,20 +62,21 @@ def load(ctx: StepContext, params: LoadParams | None) -> None:
         raise UsageError(f"step {ctx.step.name}: unknown load kinds {', '.join(unknown)}; known: {', '.join(KINDS)}")
     classes = [dc.name for dc in ctx.scenario.device_classes]
     device_class = params.device_class or (classes[0] if classes else ctx.scenario.driver.device_class)
-    if not device_class or ctx.kubeconfig is None or ctx.report_dir is None:
+    if not device_class or ctx.kubeconfig is None:
         raise UsageError(f"step {ctx.step.name}: the load needs a DeviceClass and the run's kubeconfig")
     sharing = params.sharing or ("TimeSlicing" if ctx.scenario.driver.kind == "fake" else None)
     ctx.before(UndoAction("none", {"why": "the load deletes what it created; leftovers carry the run label"}))
     config = LoadConfig(
         kubeconfig=ctx.kubeconfig, namespace=ctx.namespace, device_class=device_class,
-        report_dir=ctx.report_dir / f"load-{ctx.step.name}", rate=params.rate,
+        out_dir=ctx.record(f"load-{ctx.step.name}", f"the files of load step {ctx.step.name}: locust's CSV files, "
+                           "summary.json"), rate=params.rate,
         duration=params.duration.total_seconds(), kinds=tuple(params.kinds), gang_size=params.gang_size,
         devices_per_claim=params.devices_per_claim, users=params.users,
         op_timeout=params.op_timeout.total_seconds(), run_label=ctx.run_id,
         shared_config=(sharing_config(ctx.driver_name, sharing),) if sharing else (),
     )  # fmt: skip
     result = run_load(config, ctx.kube)
-    summary = load_summary(result, config.user_count, f"{ctx.report_dir.name}/load-{ctx.step.name}")
+    summary = load_summary(result, config.user_count, f"{ctx.scenario.name}/load-{ctx.step.name}")
     ctx.record_load(summary)
     ctx.fired(summary.operations_finished)  # no operation finished: the load never happened
     ctx.note(f"load: {summary.headline}")

@@ -35,7 +35,7 @@ def command(report_dir: Path, bin_dir: str | None) -> None:
     """Reproduce a gang deadlock, then show gang scheduling fixing it; print the report paths."""
     root = files("draguard.scenarios")
     paths = [str(root / name) for name in DEMO_SCENARIOS]
-    result = run_scenarios(load_scenarios(paths), report_dir, backend="local", bin_dir=bin_dir,
+    result = run_scenarios(load_scenarios(paths), backend="local", bin_dir=bin_dir,
                            progress=RunProgress(Console(stderr=True, log_path=False)))
     print_paths(reports.render(result, report_dir, FORMATS))
     click.get_current_context().exit(result.exit_code)

@@ -3,7 +3,9 @@
 Hands the scenario file to :func:`draguard.harness.campaign.explore.explore`, which starts one local
 control plane, lets Hypothesis draw plans of faults against the scenario's fleet and workloads, runs
 each as a scenario, shrinks a plan that violated an invariant and writes it as a scenario file into
-the report folder. Prints one line per example and a summary.
+the report folder; each failing example's and replay's result is rendered there by
+``draguard.reports`` (``json``: ``examples/<n>/verdict.json``, its timeline and what the run recorded;
+``draguard report`` renders the rest). Prints one line per example and a summary.
 
 Exit: 0 nothing violated within the budget; 1 a failing interleaving was found (its file is named);
 2 bad input (an unknown mutant or fault kind, a budget that is not a positive duration, a scenario
@@ -17,8 +19,10 @@ from pathlib import Path
 import click
 
 import draguard.chaos  # noqa: F401  (registers the fault kinds explore draws from)
+from draguard import reports
 from draguard.harness.campaign.explore import ExploreResult, describe_plan, explore, parse_budget
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK
+from draguard.harness.result import RunResult
 
 from . import options
 
@@ -42,6 +46,10 @@ def _summary(result: ExploreResult) -> str:
     return "\n".join(lines)
 
 
+def _report(result: RunResult, out: Path) -> None:
+    reports.render(result, out, ["json"])
+
+
 @click.command("explore")
 @click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--mutant", help="Run the fake driver with this mutant (default: the scenario's own driver).")
@@ -60,6 +68,6 @@ def command(scenario: Path, mutant: str | None, budget: str, seed: int, max_step
     """Search fault interleavings of SCENARIO for an invariant violation; write the smallest as a scenario."""
     seconds = parse_budget(budget)
     result = explore(scenario, mutant=mutant, budget=seconds, seed=seed, max_steps=max_steps, faults=faults,
-                     report_dir=report_dir, bin_dir=bin_dir, progress=lambda m: click.echo(m, err=True))
+                     out=report_dir, bin_dir=bin_dir, progress=lambda m: click.echo(m, err=True), report=_report)
     click.echo(_summary(result))
     raise click.exceptions.Exit(EXIT_FAILED if result.found else EXIT_OK)

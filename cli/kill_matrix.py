@@ -68,7 +68,7 @@ def command(scenarios: tuple[str, ...], mutants: tuple[str, ...], report_dir: Pa
         _err.print(f"[{count}/{total}] {cell.mutant} × {cell.scenario}: {cell.verdict} "
                    f"{' '.join(cell.detectors)} ({cell.duration:.0f}s)", highlight=False)
 
-    matrix = measure(loaded, chosen, report_dir, parallel, bin_dir, progress)
+    matrix = measure(loaded, chosen, parallel, bin_dir, progress)
     matrix.command = "draguard mutants " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     print_kill_matrix(matrix)
     click.echo(f"kill matrix: {write_kill_matrix(matrix, report_dir)[0].resolve()}")

@@ -112,7 +112,7 @@ def command(cluster_name: str | None, kube: KubeTarget, namespace: str | None, d
     config = LoadConfig(kubeconfig=str(kubeconfig), context=context, namespace=namespace or "", rate=rate,
                         duration=seconds, kinds=chosen, gang_size=gang_size, devices_per_claim=devices_per_claim,
                         users=users, workers=workers, op_timeout=op_timeout, device_class=device_class,
-                        report_dir=report_dir, expect_workers=expect_workers,
+                        out_dir=report_dir, expect_workers=expect_workers,
                         master_bind=master_bind or DEFAULT_MASTER_BIND, master_port=master_port or DEFAULT_MASTER_PORT,
                         worker_timeout=worker_timeout or DEFAULT_WORKER_TIMEOUT)  # fmt: skip
     own_namespace = namespace is None

@@ -112,7 +112,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             click.echo(f"rates: {path.resolve()}")
             ok = rates.met == repeat and ok
         raise click.exceptions.Exit(EXIT_OK if ok else EXIT_FAILED)
-    result = run_scenarios(loaded, report_dir, retargeting=retarget, parallel=parallel, note=_note, **settings)
+    result = run_scenarios(loaded, retargeting=retarget, parallel=parallel, note=_note, **settings)
     _render(report_dir, result, formats)
     click.get_current_context().exit(result.exit_code)
 

@@ -41,11 +41,19 @@ behind its target rate or could not run is an ``error`` step with the reason in 
 The timeline of a scenario is not part of the verdict: :attr:`ScenarioResult.timeline` refers to it
 (a :class:`TimelineSource`, in memory during a run or a file when a finished run is read back), and
 the ``json`` report writes it beside the verdict as ``<scenario>/timeline.json``.
+
+Nor is what the run recorded besides (:attr:`ScenarioResult.record`, a :class:`RunRecord`): the gRPC
+interposer's calls, each fake node's device truth at the end, a ``load`` step's files. The run writes
+them into a folder of its own under the state directory, never into the report directory; when the
+result is rendered, ``draguard.reports`` places each :class:`RecordedFile` at its ``name`` under
+``<report-dir>/<scenario>/`` and discards the record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +76,8 @@ __all__ = [
     "TimelineSource",
     "TimelineEvents",
     "TimelineFile",
+    "RecordedFile",
+    "RunRecord",
     "ResultFormatError",
     "Expected",
     "Expectation",
@@ -173,6 +183,51 @@ class TimelineFile:
         if not isinstance(items, list) or not all(isinstance(e, dict) and "t" in e for e in items):
             raise ResultFormatError(f"{self.path}: not a timeline: expected a list of events with a time 't'")
         return iter(items)
+
+
+# -- what a run recorded besides --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecordedFile:
+    """A file (or a folder of files) a run recorded as evidence, and where it goes in the report."""
+
+    path: Path
+    """Where the run wrote it: in its record folder (:attr:`RunRecord.root`)."""
+    name: str
+    """Its place in the report, relative to ``<report-dir>/<scenario>/``: ``grpc-calls.jsonl``,
+    ``devices/<node>.json``, ``load-<step>``."""
+    about: str
+    """What it is, in one line."""
+
+
+@dataclass
+class RunRecord:
+    """What one run recorded besides its result, in the run's own folder (``<state>/runs/<id>/record``)
+    until the reports place it into the report directory (:meth:`discard` then removes the folder)."""
+
+    root: Path
+    files: list[RecordedFile] = field(default_factory=list)
+    """Everything the run asked a path for, in that order (a file it never wrote is not placed)."""
+
+    def path(self, name: str, about: str) -> Path:
+        """Where to record ``name`` (a file, or a folder the caller makes), listed from now on; its parent
+        folder exists. ``name`` is relative and stays inside the record (``ValueError`` otherwise)."""
+        rel = Path(name)
+        if rel.is_absolute() or not rel.parts or ".." in rel.parts:
+            raise ValueError(f"recorded file {name!r}: expected a relative name inside the record")
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.files.append(RecordedFile(path, rel.as_posix(), about))
+        return path
+
+    def existing(self) -> list[RecordedFile]:
+        """The files the run did write."""
+        return [f for f in self.files if f.path.exists()]
+
+    def discard(self) -> None:
+        """Remove the record's folder, and the run's folder above it once nothing else is left there."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.root.parent.rmdir()
 
 
 # -- cases ----------------------------------------------------------------------------------------
@@ -459,6 +514,9 @@ class ScenarioResult:
     not_applicable: str | None = None
     """Why the scenario was not run on this driver (``draguard run --driver``); None when it was run.
     A scenario that is not applicable is neither met nor failed: ``ok`` is False, ``exit_code`` 0."""
+    record: RunRecord | None = field(default=None, repr=False, compare=False)
+    """What the run recorded besides (not serialised into the verdict): placed into the report directory
+    when the result is rendered; None once placed, or for a result read back from a verdict."""
 
     def expectation(self, invariant: str) -> Expectation:
         """What this scenario expects of ``invariant`` (:func:`expectation_of` over its expect lists)."""

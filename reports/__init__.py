@@ -1,8 +1,9 @@
 """Renderers of results: terminal, JSON, JUnit, Allure, HTML; run diffs and history pages.
 
 Each format is one module registered by name in :data:`REPORTS` and reads only the result model
-(``draguard.harness.result``). :func:`render` runs the chosen formats over one result;
-:func:`load_report` reads a finished run back from its report directory (``draguard report``).
+(``draguard.harness.result``). :func:`render` places what the runs recorded into the report directory
+and runs the chosen formats over one result; :func:`load_report` reads a finished run back from its
+report directory (``draguard report``). Nothing but this package writes into a report directory.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from draguard.harness.core.errors import UsageError
 from draguard.harness.result import RunResult
 
 from . import allure, html, junit, terminal, verdict  # noqa: F401  (register the formats)
-from .files import load_report
+from .files import load_report, place_records
 from .registry import REPORTS
 
 __all__ = ["REPORTS", "DEFAULT_FORMATS", "render", "load_report", "check_formats"]
@@ -32,9 +33,14 @@ def check_formats(formats: tuple[str, ...] | list[str]) -> list[str]:
 def render(result: RunResult, out: Path, formats: tuple[str, ...] | list[str] = DEFAULT_FORMATS) -> list[tuple[str, Path]]:
     """Render ``result`` into ``out`` in each format; (format, file) for each file written.
 
-    ``json`` goes first so that the verdict names the timeline files the other formats may link to.
+    First, whatever the formats (the terminal's alone too), each scenario's record (the interposer's
+    calls, the nodes' device truth, load steps' files) is placed at ``out/<scenario>/`` and discarded
+    from the run's state folder (:func:`~draguard.reports.files.place_records`); those files are not
+    in the list returned. ``json`` goes first so that the verdict names the timeline files the other
+    formats may link to.
     """
     chosen = check_formats(formats)
+    place_records(result, out)
     ordered = sorted(chosen, key=lambda f: (f != "json", f == "terminal"))
     written: list[tuple[str, Path]] = []
     for name in ordered:

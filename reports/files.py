@@ -1,9 +1,14 @@
-"""Writing report files whole or not at all, and reading a finished run's report directory back.
+"""Writing report files whole or not at all, placing what runs recorded, and reading a finished run's
+report directory back.
 
 Every file ``draguard.reports`` writes into a report directory (the renderers, ``repeat.json``,
 ``selfcheck.json``, the kill matrix, a certification bundle) goes through :func:`write_atomic` (a
 temporary file in the same folder, then a rename), so an interrupted or failed render never leaves
-half a file; nothing outside ``reports/`` writes there. :func:`load_report` reads
+half a file; nothing outside ``reports/`` writes there. What a run recorded besides its result (the
+gRPC interposer's calls, the nodes' device truth, a load step's files: the scenario result's
+:class:`~draguard.harness.result.RunRecord`, in the run's folder under the state directory) is put
+in place by :func:`place_record`, each file or folder whole under its temporary name first, then
+renamed; the record is then discarded, whatever formats were asked for. :func:`load_report` reads
 ``verdict.json`` and the timelines it names, and refuses (``ResultFormatError``, exit 2) a missing,
 partial or other-version report, naming the file and what is missing.
 """
@@ -17,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.core.fsio import atomic_write, cleanup_temporaries
-from draguard.harness.result import ResultFormatError, RunResult, TimelineEvents, TimelineFile
+from draguard.harness.result import ResultFormatError, RunRecord, RunResult, TimelineEvents, TimelineFile
 
-__all__ = ["VERDICT", "write_atomic", "write_json", "replace_dir", "load_report", "timeline_path"]
+__all__ = ["VERDICT", "write_atomic", "write_json", "replace_dir", "place_record", "place_records", "load_report",
+           "timeline_path"]
 
 VERDICT = "verdict.json"
 
@@ -50,6 +56,52 @@ def replace_dir(staging: Path, final: Path) -> None:
         final.rename(old)
     staging.rename(final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def place_record(record: RunRecord, out: Path) -> list[Path]:
+    """Put every file ``record`` holds at its name under ``out`` (a scenario's folder), replacing what is
+    there, then discard the record; the paths placed. A file the run listed but never wrote is skipped."""
+    placed = []
+    try:
+        for f in record.existing():
+            final = out / f.name
+            final.parent.mkdir(parents=True, exist_ok=True)
+            staging = final.with_name(f".{final.name}.{os.getpid()}.placing")
+            _remove(staging)
+            try:
+                f.path.rename(staging)  # the record and the report on one filesystem
+            except OSError:
+                if f.path.is_dir():
+                    shutil.copytree(f.path, staging)
+                else:
+                    shutil.copyfile(f.path, staging)
+            if staging.is_dir():
+                replace_dir(staging, final)
+            else:
+                _remove(final)
+                staging.replace(final)
+            placed.append(final)
+    finally:
+        record.discard()
+    return placed
+
+
+def place_records(result: RunResult, out: Path) -> list[Path]:
+    """Place each scenario's record (:func:`place_record`) at ``out/<scenario>/``; the scenario keeps no
+    record afterwards."""
+    placed = []
+    for s in result.scenarios:
+        if s.record is not None:
+            record, s.record = s.record, None
+            placed += place_record(record, out / s.name)
+    return placed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def timeline_path(scenario_name: str) -> str:

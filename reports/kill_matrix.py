@@ -15,7 +15,7 @@ from pathlib import Path
 from draguard.harness.campaign.models import CORRECT, Cell, KillMatrix
 from draguard.harness.core.errors import UsageError
 
-from .files import write_atomic, write_json
+from .files import place_record, write_atomic, write_json
 
 __all__ = ["render_markdown", "cell_mark", "JSON", "MARKDOWN", "write_kill_matrix", "write_doc", "read_kill_matrices"]
 
@@ -90,7 +90,11 @@ def render_markdown(matrix: KillMatrix, json_name: str = JSON) -> str:
 
 
 def write_kill_matrix(matrix: KillMatrix, out: Path) -> list[Path]:
-    """``out/kill-matrix.json`` and ``out/kill-matrix.md``."""
+    """``out/kill-matrix.json`` and ``out/kill-matrix.md``; what each cell's run recorded is placed at
+    ``out/<mutant>/<scenario>/`` (not in the list returned)."""
+    for cell in matrix.cells:
+        if cell.record is not None:
+            place_record(cell.record, out / cell.mutant / cell.scenario)
     return [write_json(out / JSON, matrix.as_dict(), indent=1), write_atomic(out / MARKDOWN, render_markdown(matrix))]
 
 

@@ -39,7 +39,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -237,21 +236,22 @@ _CLAIM = re.compile(r"ResourceClaim/[^/\s,]+/([^\s,]+)")
 def _one(nodes: int, pods: int, devices: int, injections: int, seed: int, progress: Progress) -> dict[str, Any]:
     window = injections * 1.4 + 15  # every injection sent, and a few rounds to report the last one
     scenario = parse_scenario(_scenario(nodes, pods, devices, window), "bench-detection.yaml")
-    with tempfile.TemporaryDirectory(prefix="dgdetect") as tmp:
-        runner = Runner(scenario, RunOptions(backend="local", report_dir=Path(tmp), progress=progress))
-        injector = _Injector(runner, injections, pods, seed, JUDGE_INTERVAL, progress)
-        injector.thread.start()
-        try:
-            result = runner.run()
-        finally:
-            injector.stop.set()
-            injector.thread.join(timeout=30)
-            independent = injector.watched()
-            injector.close()
-        if injector.error is not None:
-            raise injector.error
-        timeline = list(result.timeline.events()) if result.timeline is not None else []
-        start = runner.timeline.start
+    runner = Runner(scenario, RunOptions(backend="local", progress=progress))
+    injector = _Injector(runner, injections, pods, seed, JUDGE_INTERVAL, progress)
+    injector.thread.start()
+    try:
+        result = runner.run()
+    finally:
+        injector.stop.set()
+        injector.thread.join(timeout=30)
+        independent = injector.watched()
+        injector.close()
+    if result.record is not None:
+        result.record.discard()  # no report is rendered: what the run recorded goes
+    if injector.error is not None:
+        raise injector.error
+    timeline = list(result.timeline.events()) if result.timeline is not None else []
+    start = runner.timeline.start
     latencies, missed = detected(timeline, injector.sent, start)
     watched = seen_by_watch(timeline, injector.sent, start)
     ready = next((e["t"] for e in timeline if e["source"] == "fault" and e["name"] == "ready" and e["event"] == "start"), None)

@@ -386,10 +386,12 @@ spec:
   expect: {{hold: [claim-atomic, no-double-allocation, no-leak]}}
 """
     scenario = parse_scenario(text, "bench.yaml")
-    with tempfile.TemporaryDirectory(prefix="dgbench") as tmp, _Usage() as usage:
-        runner = Runner(scenario, RunOptions(backend="local", report_dir=Path(tmp), progress=progress))
+    with _Usage() as usage:
+        runner = Runner(scenario, RunOptions(backend="local", progress=progress))
         with _LeaseAges(runner, "n-") as leases:
             result = runner.run()
+        if result.record is not None:
+            result.record.discard()  # no report is rendered: what the run recorded goes
         timeline = list(result.timeline.events()) if result.timeline is not None else []
         started = runner.timeline.start
     scheduled: dict[str, float] = {}
@@ -635,7 +637,7 @@ def bench_churn(repeat: int, progress: Progress, nodes: int = 20, rate: float = 
                 while time.monotonic() < deadline and len(kube.items("ResourceSlice")) < nodes:
                     time.sleep(0.5)
                 result = run_load(LoadConfig(kubeconfig=str(cluster.kubeconfig), namespace=ns, device_class=DRIVER,
-                                             report_dir=Path(tmp) / "report", rate=rate, duration=duration,
+                                             out_dir=Path(tmp) / "report", rate=rate, duration=duration,
                                              op_timeout=60))  # fmt: skip
             finally:
                 host.stop()
@@ -677,20 +679,23 @@ def bench_library_wall(repeat: int, progress: Progress, limit: int = 0, parallel
     for i in range(repeat):
         t0 = time.monotonic()
         for f in files:
-            with tempfile.TemporaryDirectory(prefix="dglib") as tmp:
-                t = time.monotonic()
-                result = Runner(load_scenario(f), RunOptions(backend="local", report_dir=Path(tmp))).run()
-                per.setdefault(f.stem, []).append(round(time.monotonic() - t, 1))
-                progress(f"library-wall {f.stem}: {per[f.stem][-1]}s ({'ok' if result.ok else 'NOT ok'})")
-                if not result.ok:
-                    not_ok.append(f"{f.stem} (sequential, round {i + 1}): {'; '.join(result.shortfalls)}")
+            t = time.monotonic()
+            result = Runner(load_scenario(f), RunOptions(backend="local")).run()
+            per.setdefault(f.stem, []).append(round(time.monotonic() - t, 1))
+            if result.record is not None:
+                result.record.discard()  # no report is rendered: what the run recorded goes
+            progress(f"library-wall {f.stem}: {per[f.stem][-1]}s ({'ok' if result.ok else 'NOT ok'})")
+            if not result.ok:
+                not_ok.append(f"{f.stem} (sequential, round {i + 1}): {'; '.join(result.shortfalls)}")
         totals.append(time.monotonic() - t0)
         progress(f"library-wall sequential round {i + 1}: {totals[-1]:.1f}s")
         if parallel > 1:
-            with tempfile.TemporaryDirectory(prefix="dglib") as tmp:
-                t0 = time.monotonic()
-                ran = run_in_parallel([load_scenario(f) for f in files], Path(tmp), parallel)
-                parallel_totals.append(time.monotonic() - t0)
+            t0 = time.monotonic()
+            ran = run_in_parallel([load_scenario(f) for f in files], parallel)
+            parallel_totals.append(time.monotonic() - t0)
+            for _, r in ran:
+                if r.record is not None:
+                    r.record.discard()
             not_ok.extend(f"{r.name} (parallel {parallel}, round {i + 1}): {'; '.join(r.shortfalls)}"
                           for _, r in ran if not r.ok)
             progress(f"library-wall {parallel} at a time, round {i + 1}: {parallel_totals[-1]:.1f}s")

@@ -29,6 +29,13 @@ that becomes a file, and lets the search cache each distinct plan's outcome, so 
 asking for the same plan again (a shrink candidate that changes nothing, the final replay) costs no
 run and cannot turn flaky.
 
+What goes into the output folder (``out``): the scenario files found, written here through
+:mod:`draguard.harness.scenario.write` (a scenario document is explore's product, the input of later
+runs, not a run's evidence), and the reports of failing examples (``examples/<n>/``) and of the
+replays (``replays/<name>/``), rendered by the ``report`` callable the caller passes (the CLI passes
+``draguard.reports``'s ``json`` format); the runs themselves write nothing there. Without ``report``, and
+for every example that held, what a run recorded is discarded with its run.
+
 The budget is wall-clock time from the control plane being up. A run is started only while the
 budget has at least the mean run time left, and Hypothesis is stopped (not left to shrink further)
 when it is spent; the smallest failing plan so far is then written. Each example takes one run
@@ -41,7 +48,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -55,11 +61,12 @@ from hypothesis.errors import HypothesisException
 
 from draguard.harness.cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.core.fsio import atomic_write
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.driver.fault_control import CRASH_POINTS
 from draguard.harness.driver.mutants import MUTANTS
 from draguard.harness.kube import RUN_LABEL, Kube
-from draguard.harness.result import ScenarioResult
+from draguard.harness.result import RunResult, ScenarioResult
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario, parse_scenario, problems_of
 from draguard.harness.scenario.format import ScenarioDocument, parse_duration
@@ -374,8 +381,9 @@ class Explorer:
     """One search: its control plane, its clock, the outcome of every plan it ran."""
 
     def __init__(self, source: Path, *, mutant: str | None, budget: float, seed: int = 0, max_steps: int = 3,
-                 faults: Sequence[str] = (), report_dir: Path = Path("draguard-report/explore"),
-                 bin_dir: str | None = None, progress: Callable[[str], None] = lambda m: None) -> None:
+                 faults: Sequence[str] = (), out: Path = Path("draguard-report/explore"),
+                 bin_dir: str | None = None, progress: Callable[[str], None] = lambda m: None,
+                 report: Callable[[RunResult, Path], object] | None = None) -> None:
         if mutant is not None and mutant not in MUTANTS:
             raise UsageError(f"--mutant {mutant!r}: no such mutant; known: {', '.join(sorted(MUTANTS))}")
         if budget <= 0:
@@ -403,9 +411,11 @@ class Explorer:
         self.budget = budget
         self.seed = seed
         self.max_steps = max_steps
-        self.report_dir = report_dir
+        self.out = out
         self.bin_dir = bin_dir
         self.progress = progress
+        self.report = report
+        """Renders a failing example's or a replay's result into the folder given (None: nothing kept)."""
         self.result = ExploreResult(sc.name, str(source), mutant, seed, budget, tuple(self.faults), dict(self.left_out))
         self._outcomes: dict[str, _Outcome] = {}
         self._best: dict[str, tuple[tuple[dict[str, Any], ...], _Outcome]] = {}
@@ -504,9 +514,8 @@ class Explorer:
         k = self.result.examples
         scenario = parse_scenario(dump_document(plan_document(self.document, plan, self.mutant)),
                                   f"<example {k}>", source=self.source)
-        out = self.report_dir / "examples" / str(k)
         runner = Runner(scenario, RunOptions(backend="kubeconfig", kubeconfig=str(self._cluster.kubeconfig),
-                                             report_dir=out, bin_dir=self.bin_dir))
+                                             bin_dir=self.bin_dir))
         result = runner.run()
         self._durations.append(result.duration)
         left = _leftovers(self._cluster.kube(), runner.run_id)
@@ -514,12 +523,12 @@ class Explorer:
             raise HarnessError(f"example {k} (run {runner.run_id}) left {', '.join(left[:5])} behind on the "
                                "shared control plane; the search cannot go on")
         if result.error is not None:
+            self._keep(runner.run_id, result, None)
             self.result.errors += 1
             self.progress(f"[{k}] {result.duration:.0f}s error: {result.error} ({describe_plan(plan)})")
             return _Outcome(error=result.error)
         bad = violated(result)
-        if not bad:
-            shutil.rmtree(out, ignore_errors=True)  # only failing examples keep their reports
+        self._keep(runner.run_id, result, self.out / "examples" / str(k) if bad else None)  # only failing ones
         verdict = f"VIOLATED {', '.join(bad)}" if bad else "held"
         self.progress(f"[{k}] {result.duration:.0f}s {verdict}: {describe_plan(plan)}")
         return _Outcome(tuple(bad), _evidence(result, bad[0]) if bad else "")
@@ -527,16 +536,17 @@ class Explorer:
     # -- what was found --------------------------------------------------------------------------
     def _write_found(self) -> None:
         assert self._cluster is not None
-        self.report_dir.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(parents=True, exist_ok=True)
         for found in self.result.found:
             plan, outcome = self._best[found.invariant]
             found.plan, found.evidence = plan, outcome.evidence
             found.file = self.write(found)
             self.progress(f"wrote {found.file} ({len(plan)} step(s)); replaying it")
             try:
-                result = Runner(load_scenario(found.file), RunOptions(
-                    backend="kubeconfig", kubeconfig=str(self._cluster.kubeconfig), report_dir=self.report_dir / "replays",
-                    bin_dir=self.bin_dir)).run()
+                runner = Runner(load_scenario(found.file), RunOptions(
+                    backend="kubeconfig", kubeconfig=str(self._cluster.kubeconfig), bin_dir=self.bin_dir))
+                result = runner.run()
+                self._keep(runner.run_id, result, self.out / "replays" / found.file.stem)
             except Exception as exc:  # a replay that broke outside the runner's own error handling
                 found.replay = f"error: {type(exc).__name__}: {exc}"
                 self.progress(f"replay of {found.file.name}: {found.replay}")
@@ -549,8 +559,17 @@ class Explorer:
                 found.replay = "held on replay (a race the plan does not pin down)"
             self.progress(f"replay of {found.file.name}: {found.invariant} {found.replay}")
 
+    def _keep(self, run_id: str, result: ScenarioResult, folder: Path | None) -> None:
+        """Have ``report`` render ``result`` into ``folder`` (which places what the run recorded); without
+        a folder or a ``report``, discard what the run recorded."""
+        if folder is not None and self.report is not None:
+            self.report(RunResult(run_id, [result]), folder)
+        elif result.record is not None:
+            result.record.discard()
+            result.record = None
+
     def write(self, found: Found) -> Path:
-        """Write ``found``'s plan as a scenario file into the report folder; returns its path."""
+        """Write ``found``'s plan as a scenario file into the output folder (whole or not at all); its path."""
         driver = self.mutant or self.start.driver.mutant or "correct-driver"
         name = f"{self.start.name[:30]}-{found.invariant}".strip("-")[:63].rstrip("-")
         what = f"the {driver} mutant" if driver != "correct-driver" else "the correct driver"
@@ -562,16 +581,17 @@ class Explorer:
                   f"Evidence seen: {found.evidence}\n"
                   f"Replay: draguard run <this file> (fails on {found.invariant}; add it to expect.violate to keep "
                   "the file as an incident reproduction).")
-        path = self.report_dir / f"{name}.yaml"
-        path.write_text(dump_document(document, header), encoding="utf-8")
+        path = self.out / f"{name}.yaml"
+        atomic_write(path, dump_document(document, header).encode("utf-8"), sync="none")
         return path
 
 
 def explore(source: Path, *, mutant: str | None, budget: float, seed: int = 0, max_steps: int = 3,
-            faults: Sequence[str] = (), report_dir: Path = Path("draguard-report/explore"), bin_dir: str | None = None,
-            progress: Callable[[str], None] = lambda m: None) -> ExploreResult:
+            faults: Sequence[str] = (), out: Path = Path("draguard-report/explore"), bin_dir: str | None = None,
+            progress: Callable[[str], None] = lambda m: None,
+            report: Callable[[RunResult, Path], object] | None = None) -> ExploreResult:
     """Search ``source``'s interleavings (see the module docstring); UsageError for bad input before
     anything starts."""
     return Explorer(source, mutant=mutant, budget=budget, seed=seed, max_steps=max_steps, faults=faults,
-                    report_dir=report_dir, bin_dir=bin_dir, progress=progress).run()
+                    out=out, bin_dir=bin_dir, progress=progress, report=report).run()
 

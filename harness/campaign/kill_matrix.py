@@ -137,8 +137,9 @@ def with_mutant(scenario: Scenario, mutant: str | None) -> Scenario:
     return out
 
 
-def run_cell(scenario: Scenario, mutant: str | None, report_dir: Path, bin_dir: str | None = None) -> Cell:
-    """Run ``scenario`` on a fresh local control plane with ``mutant`` and judge it.
+def run_cell(scenario: Scenario, mutant: str | None, bin_dir: str | None = None) -> Cell:
+    """Run ``scenario`` on a fresh local control plane with ``mutant`` and judge it; the cell carries what
+    the run recorded (:attr:`Cell.record`), for the reports to place with the matrix.
 
     The fault kinds of the scenario's steps must be registered (the caller imports ``draguard.chaos``).
     """
@@ -146,8 +147,8 @@ def run_cell(scenario: Scenario, mutant: str | None, report_dir: Path, bin_dir: 
     if scenario.driver.kind != "fake":
         return Cell(name, scenario.name, "error", error=f"driver kind {scenario.driver.kind}: mutants need the fake driver",
                     source=str(scenario.source) if scenario.source else None)
-    result = Runner(with_mutant(scenario, mutant), RunOptions(backend="local", report_dir=report_dir, bin_dir=bin_dir)).run()
-    return judge(scenario, mutant, result)
+    result = Runner(with_mutant(scenario, mutant), RunOptions(backend="local", bin_dir=bin_dir)).run()
+    return replace(judge(scenario, mutant, result), record=result.record)
 
 
 def plan(scenarios: Sequence[Scenario], mutants: Sequence[str]) -> list[tuple[Scenario, str | None]]:
@@ -197,23 +198,23 @@ def _machine() -> str:
     return f"{platform.node() or 'unknown host'} ({os.cpu_count()} cores, {platform.machine()}), Kubernetes {K8S_VERSION}"
 
 
-def _cell_worker(source: str, mutant: str | None, report_dir: str, bin_dir: str | None, modules: list[str]) -> Cell:
+def _cell_worker(source: str, mutant: str | None, bin_dir: str | None, modules: list[str]) -> Cell:
     """One cell in a child process (its own runner, control plane and fleet); ``modules`` register the
     fault kinds and invariants the parent knows."""
     import_all(modules)
-    return run_cell(load_scenario(Path(source)), mutant, Path(report_dir), bin_dir)
+    return run_cell(load_scenario(Path(source)), mutant, bin_dir)
 
 
-def measure(scenarios: list[Scenario], mutants: list[str], out: Path, parallel: int = 1,
+def measure(scenarios: list[Scenario], mutants: list[str], parallel: int = 1,
             bin_dir: str | None = None, progress: Callable[[Cell], None] | None = None) -> KillMatrix:
     """Run the correct driver and every mutant on every scenario and return the matrix."""
-    return measure_cells(plan(scenarios, mutants), out, parallel, bin_dir, progress)
+    return measure_cells(plan(scenarios, mutants), parallel, bin_dir, progress)
 
 
-def measure_cells(cells: Sequence[tuple[Scenario, str | None]], out: Path, parallel: int = 1,
+def measure_cells(cells: Sequence[tuple[Scenario, str | None]], parallel: int = 1,
                   bin_dir: str | None = None, progress: Callable[[Cell], None] | None = None) -> KillMatrix:
-    """Run the given (scenario, mutant) cells, ``parallel`` at a time, each in its own process (each
-    run's reports under ``out/<mutant>``); ``progress`` is called with each cell as it is judged."""
+    """Run the given (scenario, mutant) cells, ``parallel`` at a time, each in its own process (what each
+    run recorded comes back on its cell); ``progress`` is called with each cell as it is judged."""
     for sc, _ in cells:
         if sc.source is None:
             raise UsageError(f"scenario {sc.name}: the kill matrix runs scenario files, not text")
@@ -226,7 +227,7 @@ def measure_cells(cells: Sequence[tuple[Scenario, str | None]], out: Path, paral
         return Cell(m or CORRECT, sc.name, "error", error=f"worker failed: {exc}", source=str(sc.source))
 
     modules = registering_modules()
-    jobs = [(str(sc.source), m, str(out / (m or CORRECT)), bin_dir, modules) for sc, m in cells]
+    jobs = [(str(sc.source), m, bin_dir, modules) for sc, m in cells]
     matrix.cells += in_processes(_cell_worker, jobs, parallel, failed, progress)
     matrix.wall_seconds = time.monotonic() - started
     return matrix

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from draguard.harness.result import RunRecord
+
 __all__ = [
     "CORRECT",
     "KILL_MATRIX_VERSION",
@@ -50,6 +52,9 @@ class Cell:
     error: str | None = None
     duration: float = 0.0
     source: str | None = None
+    record: RunRecord | None = field(default=None, compare=False, repr=False)
+    """What the cell's run recorded besides its result (not in ``kill-matrix.json``): the reports place it
+    at ``<report-dir>/<mutant>/<scenario>/`` with the matrix."""
 
     @property
     def invariants(self) -> tuple[str, ...]:

@@ -52,7 +52,7 @@ def import_all(modules: list[str]) -> None:
         importlib.import_module(module)
 
 
-def _worker(source: str, report_dir: str, seed: int | None, bin_dir: str | None,
+def _worker(source: str, seed: int | None, bin_dir: str | None,
             modules: list[str]) -> tuple[str, ScenarioResult]:
     """One scenario in a child process: (run id, result)."""
     import_all(modules)
@@ -63,11 +63,11 @@ def _worker(source: str, report_dir: str, seed: int | None, bin_dir: str | None,
         if isinstance(message, str):  # counted updates (progress bars) are for a terminal of one run
             print(f"{time.monotonic() - started:7.1f}s {scenario.name}: {message}", file=sys.stderr, flush=True)
 
-    runner = Runner(scenario, RunOptions(report_dir=Path(report_dir), seed=seed, bin_dir=bin_dir, progress=progress))
+    runner = Runner(scenario, RunOptions(seed=seed, bin_dir=bin_dir, progress=progress))
     return runner.run_id, runner.run()
 
 
-def run_in_parallel(scenarios: Sequence[Scenario], report_dir: Path, parallel: int, *, seed: int | None = None,
+def run_in_parallel(scenarios: Sequence[Scenario], parallel: int, *, seed: int | None = None,
                     bin_dir: str | None = None,
                     done: Callable[[ScenarioResult], None] | None = None) -> list[tuple[str, ScenarioResult]]:
     """Run ``scenarios``, ``parallel`` at a time; (run id, result) of each, in the order given.
@@ -81,6 +81,6 @@ def run_in_parallel(scenarios: Sequence[Scenario], report_dir: Path, parallel: i
         return ("", ScenarioResult(sc.name, str(sc.source), seed if seed is not None else sc.seed,
                                    error=f"the process running it failed: {exc!r}", error_kind="HarnessError"))
 
-    jobs = [(str(sc.source), str(report_dir), seed, bin_dir, modules) for sc in scenarios]
+    jobs = [(str(sc.source), seed, bin_dir, modules) for sc in scenarios]
     return in_processes(_worker, jobs, parallel, failed, (lambda r: done(r[1])) if done is not None else None)
 

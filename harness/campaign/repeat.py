@@ -68,7 +68,7 @@ def repeat_scenarios(scenarios: Sequence[Scenario], times: int, out: Path, *,
         for i in range(1, times + 1):
             note(f"{sc.name}: run {i} of {times}")
             folder = out / sc.name / f"run-{i}"
-            run = run_scenarios([sc], folder, retargeting=retargeting, note=note, **options)
+            run = run_scenarios([sc], retargeting=retargeting, note=note, **options)
             done(folder, run)
             results.extend(run.scenarios)
         yield rates(results)

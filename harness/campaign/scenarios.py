@@ -39,12 +39,12 @@ def _quiet(message: str) -> None:
     pass
 
 
-def run_scenarios(scenarios: Sequence[Scenario], out: Path, *, backend: str | None = None,
+def run_scenarios(scenarios: Sequence[Scenario], *, backend: str | None = None,
                   kubeconfig: str | None = None, context: str | None = None, seed: int | None = None,
                   bin_dir: str | None = None, retargeting: Retargeting | None = None, parallel: int = 1,
                   progress: ScenarioProgress | None = None, note: Callable[[str], None] = _quiet) -> RunResult:
-    """Run ``scenarios`` (``parallel`` at a time, each in its own process) with their reports' working files
-    under ``out``; the result of them all.
+    """Run ``scenarios`` (``parallel`` at a time, each in its own process); the result of them all, each
+    scenario's record waiting in its run's state folder for the reports to place it.
 
     With ``retargeting`` each scenario runs against the installed driver, or is reported not applicable
     with the reasons (it is not run then). ``progress`` sees the runner's progress within each scenario;
@@ -59,7 +59,7 @@ def run_scenarios(scenarios: Sequence[Scenario], out: Path, *, backend: str | No
         def done(r: ScenarioResult) -> None:
             note(f"{r.name}: {r.outcome} in {r.duration:.1f}s")
 
-        for run_id, scenario_result in run_in_parallel(sequential, out, parallel, seed=seed, bin_dir=bin_dir, done=done):
+        for run_id, scenario_result in run_in_parallel(sequential, parallel, seed=seed, bin_dir=bin_dir, done=done):
             result.run_id = result.run_id or run_id
             result.scenarios.append(scenario_result)
         sequential = []
@@ -74,7 +74,7 @@ def run_scenarios(scenarios: Sequence[Scenario], out: Path, *, backend: str | No
             sc = retarget(sc, retargeting.target, plan)
         with progress.scenario(sc.name) if progress is not None else nullcontext():
             runner = Runner(sc, RunOptions(backend=backend, kubeconfig=kubeconfig, context=context, bin_dir=bin_dir,
-                                           report_dir=out, seed=seed, progress=progress or _quiet))
+                                           seed=seed, progress=progress or _quiet))
             result.run_id = result.run_id or runner.run_id
             result.scenarios.append(runner.run())
     result.environment["ended"] = time.time()

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["cache_dir", "state_dir", "NodeDirs", "DEFAULT_DRIVER"]
+__all__ = ["cache_dir", "state_dir", "runs_dir", "run_dir", "NodeDirs", "DEFAULT_DRIVER"]
 
 DEFAULT_DRIVER = "gpu.draguard.dev"
 
@@ -29,6 +29,18 @@ def state_dir() -> Path:
     """``$XDG_STATE_HOME/draguard`` (default ``~/.local/state/draguard``): clusters, node roots, journals."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "draguard"
+
+
+def runs_dir() -> Path:
+    """``<state>/runs``: the folders of runs (:func:`run_dir`)."""
+    return state_dir() / "runs"
+
+
+def run_dir(run_id: str) -> Path:
+    """``<state>/runs/<id>``: one run's own files (its nodes' directories, its timeline spool, its record).
+    The run removes them at its end, all but the record, which the reports take and then remove with
+    the folder; a run whose result is never rendered leaves its record for the next run to prune."""
+    return runs_dir() / run_id
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,9 @@ class FleetRun:
     node_root: Path
     """Where the nodes' directories (sockets, checkpoints, device truth, CDI specs) live."""
     bin_dir: str | None
-    report_dir: Path
-    """This scenario's report folder."""
+    record: Callable[[str, str], Path]
+    """Where to record evidence ``(name, what it is)``: a path in the run's record (never the report
+    folder), placed at ``<report-dir>/<scenario>/<name>`` when the result is rendered."""
     journal_process: Callable[[int, str], None]
     """Journals a process the fleet started (``draguard cleanup`` stops it after a crash)."""
     create: Callable[[Obj], Obj]

@@ -44,13 +44,12 @@ class FakeFleet(Fleet):
         driver_root = node_root
         if sc.driver.interpose:
             # The driver serves its sockets under <root>-plugins; the interposer re-exposes them where
-            # the fake nodes look, records every call into the report and injects the steps' faults.
+            # the fake nodes look, records every call into the run's record and injects the steps' faults.
             driver_root = Path(f"{node_root}-plugins")
-            evidence = run.report_dir
-            evidence.mkdir(parents=True, exist_ok=True)
             self.rpc_faults = FaultSet()  # in process: steps add validated rules, counted per rule
-            self.interposer = Interposer(driver_root, node_root, self.rpc_faults,
-                                         record=evidence / "grpc-calls.jsonl", run_label=run.run_id).start()
+            calls = run.record("grpc-calls.jsonl", "every registration and DRA call through the gRPC interposer, timed")
+            self.interposer = Interposer(driver_root, node_root, self.rpc_faults, record=calls,
+                                         run_label=run.run_id).start()
         names = [n.name for n in sc.nodes if n.agent == "fake"]
         # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
         start_kubelets(run, self)

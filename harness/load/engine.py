@@ -5,7 +5,7 @@
 invariants (``claim-atomic``, ``no-double-allocation``, ``topology``) every ``judge_interval``
 seconds from the API while it runs, then, once everything the load created is deleted and gone,
 ``no-leak`` against the device inventory seen before the load. The summary (``summary.json`` in
-the report directory, beside locust's CSV files) has per operation kind and phase the p50, p90, p99
+its output folder ``out_dir``, beside locust's CSV files) has per operation kind and phase the p50, p90, p99
 and max times, the errors, the target and the achieved operation rate, whether the load fell
 behind, and the invariants' verdicts.
 
@@ -64,7 +64,9 @@ class LoadConfig:
     kubeconfig: str
     namespace: str
     device_class: str
-    report_dir: Path
+    out_dir: Path
+    """Where its files go (``summary.json``, locust's CSV files and log): ``draguard load --report-dir``,
+    or for a ``load`` step a folder in the run's record."""
     context: str | None = None
     rate: float = 5.0
     """Target operations per second (all kinds together)."""
@@ -157,7 +159,7 @@ def load_settings(config: LoadConfig) -> dict[str, Any]:
         "rate": config.rate, "users": config.user_count, "duration": config.duration, "kinds": list(config.kinds),
         "gang_size": config.gang_size, "op_timeout": config.op_timeout, "workers": config.workers,
         "expect_workers": config.expect_workers, "master_bind": config.master_bind, "master_port": config.master_port,
-        "worker_timeout": config.worker_timeout, "image": config.image, "report_dir": str(config.report_dir),
+        "worker_timeout": config.worker_timeout, "image": config.image, "out_dir": str(config.out_dir),
     }  # fmt: skip
 
 
@@ -177,7 +179,7 @@ def run_load(config: LoadConfig, kube: Kube | None = None, progress: Callable[[s
     """Run the load to its end (blocking); raises HarnessError when it cannot start (after deleting what it
     created)."""
     kube = kube or Kube.from_kubeconfig(config.kubeconfig, config.context)
-    report = Path(config.report_dir)
+    report = Path(config.out_dir)
     report.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     labels = {RUN_LABEL: config.run_label or config.run, LOAD_LABEL: config.run}

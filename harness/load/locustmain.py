@@ -15,7 +15,7 @@ kubeconfig is the master's path unless ``--kubeconfig`` names one on the worker'
 retries the master for ``--connect-timeout`` seconds (default 60) and exits when the master tells it
 to, at the end of the load.
 
-The master writes ``<report>/locust_stats.csv``, ``_stats_history.csv``, ``_failures.csv``,
+The master writes ``<out_dir>/locust_stats.csv``, ``_stats_history.csv``, ``_failures.csv``,
 ``_exceptions.csv`` and ``locust.json`` (per request type and name: count, failures,
 p50/p90/p99/max in ms; operations started and finished; the workers that took part; the run's wall
 time).
@@ -247,7 +247,7 @@ def _wait_for_workers(runner: MasterRunner, procs: list[subprocess.Popen[bytes]]
 
 def _run() -> int:
     s = settings()
-    report = Path(s["report_dir"])
+    report = Path(s["out_dir"])
     report.mkdir(parents=True, exist_ok=True)
     local, remote = int(s.get("workers", 0)), int(s.get("expect_workers", 0))
     # stop_timeout: operations in flight at the end finish (deletion and release included).

@@ -6,20 +6,29 @@ cleanup timeout passed) the judge judges the ``after-cleanup`` invariants. A con
 that died on its own makes the scenario an error.
 
 **teardown**: the other faults undone, the watches stopped, every object with the run label deleted
-(on a cluster draguard did not start), the fleet stopped, the nodes' files removed, the cluster down.
+(on a cluster draguard did not start), the fleet stopped, each fake node's device truth kept in the
+run's record, the nodes' files removed, the cluster down.
 
-Talks to: the run's handles (journal, undos, watches), the fleet, the judge, the cluster.
+**pruning records** (:func:`prune_records`, at the start of every run): a run's record waits in its
+folder under the state directory for the reports to place it into a report directory. A run whose
+result is never rendered (a benchmark's, a test's that reads only the result) leaves it there; once
+such a folder is :data:`RECORDS_KEPT_FOR` old and its run has no journal (a run still going, or one
+that crashed and waits for ``draguard cleanup``, has one), its record goes, and the folder with it
+once empty.
+
+Talks to: the run's handles (journal, undos, watches, record), the fleet, the judge, the cluster.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from draguard.harness.core.errors import DraguardError, HarnessError
+from draguard.harness.core.paths import runs_dir
 
 from ..cluster.local import LocalCluster
 from ..devices.truth import DeviceTruth
@@ -28,9 +37,12 @@ from ..invariants import judged
 from ..judge import Judge
 from ..result import ScenarioResult, TimelineEvents
 from .context import RunHandles
-from .journal import delete_labelled
+from .journal import delete_labelled, journal_dir
 
-__all__ = ["undo", "cleanup", "teardown"]
+__all__ = ["undo", "cleanup", "teardown", "prune_records", "RECORDS_KEPT_FOR"]
+
+RECORDS_KEPT_FOR = 24 * 3600.0
+"""Seconds a finished run's record waits for a render before :func:`prune_records` removes it."""
 
 
 def undo(h: RunHandles, until_cleanup: bool, log: Callable[[str], None]) -> None:
@@ -84,10 +96,10 @@ def cleanup(h: RunHandles, judge: Judge, timeout: float, result: ScenarioResult,
                            "control plane's doing, not the driver's: the scenario is an error, not a verdict")
 
 
-def teardown(h: RunHandles | None, cluster: LocalCluster | None, result: ScenarioResult, evidence: Path,
+def teardown(h: RunHandles | None, cluster: LocalCluster | None, result: ScenarioResult,
              log: Callable[[str], None]) -> None:
     """Undo what is left, stop the watches and end ``result``'s timeline, delete the run's objects on a
-    cluster draguard did not start, stop the fleet, keep each node's device truth under ``evidence``,
+    cluster draguard did not start, stop the fleet, keep each node's device truth in the run's record,
     bring the cluster down."""
     if h is not None:
         undo(h, True, log)
@@ -98,7 +110,7 @@ def teardown(h: RunHandles | None, cluster: LocalCluster | None, result: Scenari
         if cluster is None:  # a shared cluster: remove exactly what this run created
             delete_labelled(h.kube, h.run_id)
         h.fleet.stop()
-        keep_device_truth(h, evidence / "devices")
+        keep_device_truth(h)
         if os.environ.get("DRAGUARD_KEEP_LOGS") == "1":  # the node agents' and drivers' logs too
             log(f"kept the nodes' files (DRAGUARD_KEEP_LOGS=1): {h.node_root}")
         else:
@@ -108,10 +120,35 @@ def teardown(h: RunHandles | None, cluster: LocalCluster | None, result: Scenari
         cluster.down(remove=os.environ.get("DRAGUARD_KEEP_LOGS") != "1")
 
 
-def keep_device_truth(h: RunHandles, out: Path) -> None:
-    """Copy each node's device truth into the report (``<scenario>/devices/<node>.json``) as evidence."""
+def keep_device_truth(h: RunHandles) -> None:
+    """Copy each fake node's device truth into the run's record (``devices/<node>.json`` in the report)."""
+    if h.record is None:
+        return
     for node in h.fleet.drivers:
         src = DeviceTruth(h.node_root, node).path
         if src.exists():
-            out.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, out / f"{node}.json")
+            shutil.copyfile(src, h.record.path(f"devices/{node}.json", f"the device truth of node {node} at the end"))
+
+
+def prune_records(older_than: float = RECORDS_KEPT_FOR) -> list[str]:
+    """Remove the records no render took, of runs that ended ``older_than`` seconds ago or more, and the
+    run folders left empty (see the module docstring); the run ids whose folder was looked at."""
+    try:
+        folders = list(runs_dir().iterdir())
+    except OSError:
+        return []
+    now = time.time()
+    pruned = []
+    for folder in folders:
+        if (journal_dir() / f"{folder.name}.jsonl").exists():
+            continue  # running, or crashed: draguard cleanup comes first
+        try:
+            if now - folder.stat().st_mtime < older_than:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder / "record", ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        pruned.append(folder.name)
+    return pruned

@@ -18,7 +18,10 @@ private to this module and the runner:
   "until cleanup" are undone when the cleanup phase starts, the others at teardown;
 - ``ctx.fired(n)`` / ``ctx.count_fired(counter)``: how often the fault struck (a step whose fault
   never fired fails the scenario); ``ctx.sleep(seconds)`` waits out a duration, cut short by cleanup;
-- ``ctx.record_load(summary)``: what a ``load`` step's churn measured, carried to the step's result.
+- ``ctx.record_load(summary)``: what a ``load`` step's churn measured, carried to the step's result;
+- ``ctx.record(name, about)``: a path in the run's record for files a step writes as evidence (a
+  ``load`` step's locust files), placed at ``<report-dir>/<scenario>/<name>`` when the result is rendered:
+  nothing a step does writes into the report directory.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from draguard.harness.core.errors import UsageError
+from draguard.harness.core.errors import HarnessError, UsageError
 
 from ..devices.truth import DeviceTruth
 from draguard.harness.driver import fault_control as faults
@@ -39,7 +42,7 @@ from draguard.harness.driver.fault_control import CrashPoint
 from ..fleet.base import Fleet
 from ..judge.observe import Observer, Timeline
 from ..kube import Kube, Obj
-from ..result import LoadSummary
+from ..result import LoadSummary, RunRecord
 from ..scenario.types import Scenario, Step, Target
 from .deploy import MEMBER_LABEL, WORKLOAD_LABEL
 from .journal import Journal, UndoAction
@@ -84,8 +87,8 @@ class RunHandles:
     """Set when the cleanup phase starts: waits and durations of steps end."""
     kubeconfig: str | None = None
     """The kubeconfig of the run's cluster (for steps that start processes against it, e.g. ``load``)."""
-    report_dir: Path | None = None
-    """This scenario's report folder (``<report-dir>/<scenario>``), for steps that write evidence."""
+    record: RunRecord | None = None
+    """What the run records besides its result (the runner's :attr:`ScenarioResult.record`)."""
 
     @property
     def driver_name(self) -> str:
@@ -178,10 +181,12 @@ class StepContext:
         """The kubeconfig of the run's cluster, for steps that start processes against it (``load``)."""
         return self._run.kubeconfig
 
-    @property
-    def report_dir(self) -> Path | None:
-        """This scenario's report folder, for steps that write evidence of their own."""
-        return self._run.report_dir
+    def record(self, name: str, about: str) -> Path:
+        """Where the step records ``name`` (a file, or a folder it makes), in the run's record: placed at
+        ``<report-dir>/<scenario>/<name>`` when the result is rendered. ``about`` says what it is."""
+        if self._run.record is None:
+            raise HarnessError(f"step {self.step.name}: fault {self.step.fault} records files, and this run keeps no record")
+        return self._run.record.path(name, about)
 
     @property
     def run_id(self) -> str:

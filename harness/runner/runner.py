@@ -21,6 +21,14 @@ Phases, each on the timeline:
 7. **teardown** (``cleanup.py``): the other faults undone, every object with the run label deleted,
    the fleet stopped, cluster down; the judge writes what it found into the :class:`ScenarioResult`.
 
+The runner writes no report files. What the run records besides its result (the interposer's calls,
+the nodes' device truth, a ``load`` step's files) goes into the run's own folder under the state
+directory (:func:`~draguard.harness.core.paths.run_dir`), listed on the result
+(:attr:`ScenarioResult.record`); ``draguard.reports`` places it into the report directory when it
+renders the result. The run removes the rest of its folder at its end, and the folder itself when it
+recorded nothing; each run first prunes the records of old runs that no render took
+(:func:`~draguard.harness.runner.cleanup.prune_records`).
+
 A step that errs, starts later than its tolerance, never runs, or whose fault never fired fails
 the scenario unless it is ``optional``; so does an unmet ``expect.progress`` or ``expect.evidence``.
 
@@ -41,9 +49,9 @@ from pathlib import Path
 from ..cluster.local import LocalCluster
 from draguard.harness.core.errors import DraguardError
 from ..kube import Kube, Obj
-from draguard.harness.core.paths import state_dir
+from draguard.harness.core.paths import run_dir
 from draguard.harness.core.registry import FAULTS
-from ..result import ScenarioResult, StepResult, StepStatus, TimelineEvents
+from ..result import RunRecord, ScenarioResult, StepResult, StepStatus, TimelineEvents
 from ..scenario.types import Scenario, Step
 from ..fleet import FLEETS, FleetRun, fleet_for
 from ..fleet.fake import topology_file
@@ -68,7 +76,6 @@ class RunOptions:
     kubeconfig: str | None = None
     context: str | None = None
     bin_dir: str | None = None
-    report_dir: Path = Path("draguard-report")
     seed: int | None = None
     progress: Callable[[str], None] = lambda message: None
 
@@ -80,10 +87,11 @@ class Runner:
         self.run_id = uuid.uuid4().hex[:8]
         self.seed = options.seed if options.seed is not None else scenario.seed
         self.timeline = Timeline()
-        self._spool = state_dir() / "runs" / self.run_id / "timeline.spool.jsonl"
+        self._spool = run_dir(self.run_id) / "timeline.spool.jsonl"
         self.timeline.spool_to(self._spool)  # bounded memory while a big run goes on
         self.result = ScenarioResult(scenario.name, str(scenario.source) if scenario.source else None, self.seed,
-                                     hold=scenario.expect.hold, violate=scenario.expect.violate)
+                                     hold=scenario.expect.hold, violate=scenario.expect.violate,
+                                     record=RunRecord(run_dir(self.run_id) / "record"))
         self.judge = Judge(scenario, self.timeline, options.backend or scenario.cluster.backend)
         """Watches the run, judges its invariants and expectations."""
         self._handles: RunHandles | None = None
@@ -99,6 +107,7 @@ class Runner:
     # -- the whole run ---------------------------------------------------------------------------
     def run(self) -> ScenarioResult:
         started = time.monotonic()
+        cleanup.prune_records()
         journal = Journal(self.run_id)
         cluster: LocalCluster | None = None
         try:
@@ -122,7 +131,7 @@ class Runner:
             self._deployment = Deployment(kube, self.scenario, namespace, self.run_id, self.judge.created)
             h.create_workload = self._deployment.create_workload
             h.kubeconfig = str(cluster.kubeconfig) if cluster else self.options.kubeconfig
-            h.report_dir = self.options.report_dir / self.scenario.name
+            h.record = self.result.record
             self.judge.attach(h, f"{RUN_LABEL}={self.run_id}")
             self._start_fleet()
             self.judge.remember_published()  # before any step can take a node's slices away
@@ -154,7 +163,7 @@ class Runner:
             except (DraguardError, OSError):
                 pass
             try:
-                cleanup.teardown(self._handles, cluster, self.result, self.options.report_dir / self.scenario.name, self.log)
+                cleanup.teardown(self._handles, cluster, self.result, self.log)
                 journal.close()
             except DraguardError as exc:  # the journal stays: `draguard cleanup` finishes the job
                 if self.result.error is None:
@@ -172,7 +181,7 @@ class Runner:
         h.fleet.start(FleetRun(
             self.run_id, self.scenario, h.kube, h.cluster,
             h.cluster.kubeconfig if h.cluster else Path(self.options.kubeconfig or ""), h.node_root,
-            self.options.bin_dir, self.options.report_dir / self.scenario.name, h.journal.process,
+            self.options.bin_dir, self._record, h.journal.process,
             self._dep().create, lambda: h.observer.objects("ResourceSlice"), h.observer.wait_for, self.log,
             self.options.progress))
         self.judge.inventory = h.fleet.inventory
@@ -236,8 +245,16 @@ class Runner:
         self.judge.finish(self.result, self._player.runs if self._player is not None else {})
         if self.result.timeline is None:  # stopped before the fleet: what the timeline has so far
             self.result.timeline = TimelineEvents(tuple(self.timeline.events()))
-        # The runner writes no report files: renderers (draguard.reports) take the result from here.
+        # The runner writes no report files: renderers (draguard.reports) take the result and its record from here.
         self._spool.unlink(missing_ok=True)
+        record = self.result.record
+        if record is not None and not record.existing():
+            record.discard()  # nothing to place: the run's folder goes now
+            self.result.record = None
+
+    def _record(self, name: str, about: str) -> Path:
+        assert self.result.record is not None
+        return self.result.record.path(name, about)
 
     def _finish_steps(self) -> None:
         runs = self._player.runs if self._player is not None else {}

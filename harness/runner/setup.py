@@ -15,7 +15,7 @@ from typing import Any
 
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from draguard.harness.core.environment import draguard_version
-from draguard.harness.core.paths import state_dir
+from draguard.harness.core.paths import run_dir
 from ..kube import Kube
 from ..scenario.types import Scenario
 
@@ -74,7 +74,7 @@ def environment(scenario: Scenario, backend: str, kube: Kube, seed: int) -> dict
 
 def node_root(scenario: Scenario, run_id: str) -> Path:
     """``<state>/runs/<id>/nodes``, unless its socket paths would pass the 107-byte unix limit."""
-    root = state_dir() / "runs" / run_id / "nodes"
+    root = run_dir(run_id) / "nodes"
     longest = max((len(n.name) for n in scenario.nodes), default=0)
     sockets = len(str(root)) + longest + len(scenario.driver.name) * 2 + len("//plugins_registry/-reg.sock")
     return root if sockets < 90 else Path(tempfile.gettempdir()) / f"draguard-{run_id}"

@@ -206,7 +206,7 @@ def _explorer(tmp_path: Path, budget: float, run: object) -> "Explorer":  # noqa
 
     from draguard.harness.campaign.explore import Explorer
 
-    explorer = Explorer(PLAIN, mutant="forget-before-reset", budget=budget, seed=0, report_dir=tmp_path / "r")
+    explorer = Explorer(PLAIN, mutant="forget-before-reset", budget=budget, seed=0, out=tmp_path / "r")
     explorer._run = run  # type: ignore[method-assign]
     explorer._t0 = time.monotonic()
     return explorer

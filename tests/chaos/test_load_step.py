@@ -56,11 +56,11 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
     """driver-restart-under-churn's runner with its run's handles in place, but no cluster."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     scenario = load_scenario(ROOT / "scenarios" / "driver-restart-under-churn.yaml")
-    r = Runner(scenario, RunOptions(backend="local", report_dir=tmp_path / "report"))
+    r = Runner(scenario, RunOptions(backend="local"))
     r._handles = RunHandles(run_id=r.run_id, scenario=scenario, kube=None, namespace="ns",  # type: ignore[arg-type]
                             journal=Journal(r.run_id, tmp_path / "journal"), timeline=Timeline(),
                             observer=None, node_root=tmp_path,  # type: ignore[arg-type]
-                            kubeconfig=str(tmp_path / "kubeconfig"), report_dir=tmp_path / "report" / scenario.name)
+                            kubeconfig=str(tmp_path / "kubeconfig"), record=r.result.record)
     return r
 
 

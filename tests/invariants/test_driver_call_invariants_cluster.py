@@ -20,12 +20,12 @@ CALL_INVARIANTS = ("per-claim-errors", "prepare-idempotent", "unprepare-unknown"
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("mutant", [None, "unknown-unprepare-error"])
-def test_unprepare_of_a_claim_the_driver_never_saw_is_judged_from_the_calls(mutant: str | None, tmp_path: Path) -> None:
+def test_unprepare_of_a_claim_the_driver_never_saw_is_judged_from_the_calls(mutant: str | None) -> None:
     text = (ROOT / "scenarios" / "evict-before-prepare-succeeded.yaml").read_text()
     driver = "{interpose: true" + (f", mutant: {mutant}" if mutant else "") + "}"
     text = text.replace("  seed: 25\n", f"  seed: 25\n  driver: {driver}\n", 1)
     scenario = parse_scenario(text, "evict-before-prepare-succeeded.yaml")
-    result = Runner(scenario, RunOptions(backend="local", report_dir=tmp_path)).run()
+    result = Runner(scenario, RunOptions(backend="local")).run()
     assert result.error is None, result.error
     invariants = result.invariants
     if mutant is None:

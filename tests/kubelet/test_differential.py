@@ -10,6 +10,8 @@ import pytest
 from differential import call_profile, on_agent, verdict
 
 import draguard.chaos  # noqa: F401  (registers fault kinds)
+from draguard import reports
+from draguard.harness.result import RunResult
 from draguard.harness.runner.runner import Runner, RunOptions
 from draguard.harness.scenario.loader import load_scenario
 
@@ -54,9 +56,10 @@ def _runs(name: str, tmp_path: Path) -> tuple[dict[str, dict], dict[str, dict]]:
     profiles, verdicts = {}, {}
     for agent in ("fake", "kubelet"):
         out = tmp_path / agent
-        result = Runner(on_agent(base, agent), RunOptions(backend="local", report_dir=out)).run()
+        result = Runner(on_agent(base, agent), RunOptions(backend="local")).run()
         assert result.error is None, f"{agent}: {result.error}"
         assert set(result.environment["nodeAgents"].values()) == {agent}
+        reports.render(RunResult(agent, [result]), out, [])  # places what the run recorded: grpc-calls.jsonl
         profiles[agent], verdicts[agent] = call_profile(out, base.name), verdict(result)
     return profiles, verdicts
 

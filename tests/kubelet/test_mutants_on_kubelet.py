@@ -36,12 +36,11 @@ MUTANT_CELLS = [
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("name,mutant", MUTANT_CELLS)
-def test_the_mutant_is_caught_on_hollow_kubelets_as_on_the_fake_agent(name: str, mutant: str, tmp_path: Path) -> None:
+def test_the_mutant_is_caught_on_hollow_kubelets_as_on_the_fake_agent(name: str, mutant: str) -> None:
     recorded = {(c["scenario"], c["mutant"]): c for c in json.loads(KILL_MATRIX.read_text())["cells"]}
     on_fake_agent = recorded[(name, mutant)]
     assert on_fake_agent["verdict"] == "caught"
-    cell = run_cell(on_agent(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), "kubelet", interpose=False),
-                    mutant, tmp_path)
+    cell = run_cell(on_agent(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), "kubelet", interpose=False), mutant)
     assert cell.verdict == "caught", (cell.verdict, cell.error)
     # caught for the same reason: a detector the fake agent's run named
     assert set(cell.detectors) & set(on_fake_agent["detectors"]), (cell.detectors, on_fake_agent["detectors"])

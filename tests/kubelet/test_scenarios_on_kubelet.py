@@ -50,7 +50,7 @@ ON_KUBELET = [
 
 @pytest.mark.cluster
 @pytest.mark.parametrize("name", ON_KUBELET)
-def test_the_scenario_meets_its_expectations_on_hollow_kubelets(name: str, tmp_path: Path) -> None:
+def test_the_scenario_meets_its_expectations_on_hollow_kubelets(name: str) -> None:
     scenario = on_agent(load_scenario(ROOT / "scenarios" / f"{name}.yaml"), "kubelet", interpose=False)
     if name == "driver-restart-under-churn":
         # After the drivers restart, a hollow kubelet retries the stalled prepares only after its
@@ -59,7 +59,7 @@ def test_the_scenario_meets_its_expectations_on_hollow_kubelets(name: str, tmp_p
         # it broke is judged as on the fake agent.
         timeline = tuple(dataclasses.replace(s, optional=True) if s.fault == "load" else s for s in scenario.timeline)
         scenario = dataclasses.replace(scenario, timeline=timeline)
-    result = Runner(scenario, RunOptions(backend="local", report_dir=tmp_path)).run()
+    result = Runner(scenario, RunOptions(backend="local")).run()
     problems = [f"{n}: expected {r.expected}, was {r.status}: {[v.message for v in r.violations][:3]}"
                 for n, r in result.invariants.items() if not r.met]
     assert result.error is None, result.error

@@ -28,7 +28,7 @@ def _settings(tmp_path: Path, **overrides: Any) -> Path:
     """The load's settings as ``run_load`` writes them (a kubeconfig that is not there: nothing here
     reaches a cluster)."""
     config = LoadConfig(kubeconfig=str(tmp_path / "no-kubeconfig"), namespace="ns", device_class="gpu.draguard.dev",
-                        report_dir=tmp_path / "out", rate=2, duration=2, op_timeout=5)  # fmt: skip
+                        out_dir=tmp_path / "out", rate=2, duration=2, op_timeout=5)  # fmt: skip
     path = tmp_path / "load-config.json"
     path.write_text(json.dumps({**load_settings(config), **overrides}))
     return path

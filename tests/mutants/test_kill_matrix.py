@@ -101,7 +101,7 @@ def test_a_mutant_caught_by_its_own_incident_scenario_is_asserted_by_the_library
 
 
 @pytest.fixture(scope="module")
-def reruns(tmp_path_factory: pytest.TempPathFactory) -> KillMatrix:
+def reruns() -> KillMatrix:
     planned = _rerun_plan()
     scenarios = {sc: load_scenario(LIBRARY / f"{sc}.yaml") for _, sc, _ in planned}
     cells: list[tuple[object, str | None]] = [(scenarios[sc], mutant) for mutant, sc, _ in planned]
@@ -110,7 +110,7 @@ def reruns(tmp_path_factory: pytest.TempPathFactory) -> KillMatrix:
     pinned = {p.stem: load_scenario(p) for p in LIBRARY.glob("*.yaml")}
     cells += [(s, None) for s in pinned.values() if s.driver.mutant]
     parallel = max(1, min(4, (os.cpu_count() or 2) // 2))
-    return measure_cells(cells, tmp_path_factory.mktemp("kill-matrix"), parallel)  # type: ignore[arg-type]
+    return measure_cells(cells, parallel)  # type: ignore[arg-type]
 
 
 @pytest.mark.cluster

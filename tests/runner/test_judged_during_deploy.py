@@ -5,7 +5,6 @@ pods are scheduled) may be gone again before it ends."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,10 +66,10 @@ def _transient_double_allocation_before_deploy(monkeypatch: pytest.MonkeyPatch) 
     return seen_at_deploy
 
 
-def _run_and_check_reported(tmp_path: Path, seen_at_deploy: list[int]) -> ScenarioResult:
+def _run_and_check_reported(seen_at_deploy: list[int]) -> ScenarioResult:
     """Run the scenario; the transient double allocation was recorded while the deployment was still to
     come, naming both claims."""
-    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path))
+    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local"))
     result = runner.run()
     assert result.error is None, result.error
     assert seen_at_deploy == [1], seen_at_deploy
@@ -80,16 +79,14 @@ def _run_and_check_reported(tmp_path: Path, seen_at_deploy: list[int]) -> Scenar
 
 
 @pytest.mark.cluster
-def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    result = _run_and_check_reported(tmp_path, _transient_double_allocation_before_deploy(monkeypatch))
+def test_a_double_allocation_gone_before_the_deployment_ended_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = _run_and_check_reported(_transient_double_allocation_before_deploy(monkeypatch))
     assert result.ok, result.shortfalls  # and the run meets its expectation
 
 
 @pytest.mark.cluster
-def test_a_changed_claim_is_judged_without_waiting_for_a_full_round(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_changed_claim_is_judged_without_waiting_for_a_full_round(monkeypatch: pytest.MonkeyPatch) -> None:
     """Full rounds (every node's driver books and device truth) an hour apart: the claims rounds, run
     as claims change, still report the 2 s double allocation while it lasts."""
     monkeypatch.setattr(judge_module, "JUDGE_INTERVAL", 3600.0)
-    _run_and_check_reported(tmp_path, _transient_double_allocation_before_deploy(monkeypatch))
+    _run_and_check_reported(_transient_double_allocation_before_deploy(monkeypatch))

@@ -30,7 +30,7 @@ def test_a_nodes_truth_is_parsed_once_while_unchanged_and_read_again_when_it_cha
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path / "r"))
+    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local"))
     root = tmp_path / "nodes"
     machine = DeviceTruth(root, "n0")  # the node's hardware, written as the fake driver and agent do
     machine.install([InstalledDevice("gpu-0", "GPU-0", "gpu", None, 1 << 30)])
@@ -63,7 +63,7 @@ def test_a_drivers_books_changed_in_the_tick_of_the_last_read_are_seen(
     from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local", report_dir=tmp_path / "r"))
+    runner = Runner(parse_scenario(SCENARIO, "s.yaml"), RunOptions(backend="local"))
     root = tmp_path / "nodes"
     runner.judge._run = SimpleNamespace(  # type: ignore[assignment]
         fleet=SimpleNamespace(drivers={"n0": SimpleNamespace(root=root, node_root=root)}), driver_name=DEFAULT_DRIVER)
