@@ -4,7 +4,8 @@ The node lifecycle controller marks it NotReady and, after the pods' tolerations
 node's agent stops syncing too, so prepared devices stay prepared until it returns (after
 ``duration``, or when the cleanup phase starts). A fake node stops acting while its agent process goes
 on; a hollow kubelet is killed, its lease expires, and it is started again (from its checkpoint) when
-the node returns.
+the node returns; a kind node's container is paused (its kubelet, containerd and pods frozen) and
+thawed when it returns.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class NodeLossParams(Params):
 
 
 @FAULTS.register("node-loss", summary="the targeted node stops heartbeating and syncing pods",
-                 params=NodeLossParams, needs=("fake-nodes",), node_capability="loss")
+                 params=NodeLossParams, needs=("kill-node",), node_capability="loss")
 def node_loss(ctx: StepContext, params: NodeLossParams | None) -> None:
     params = params or NodeLossParams()
     nodes = ctx.target_nodes()

@@ -1,7 +1,8 @@
 """``node-restart``: the node agent (kubelet role) is killed and started again.
 
 It must come back from its checkpoint: no claim prepared twice, no claim forgotten. Fake nodes share
-one agent process, which restarts as a whole; a hollow kubelet is restarted for each targeted node.
+one agent process, which restarts as a whole; a hollow kubelet is restarted for each targeted node; a
+kind node's kubelet is killed inside its container and systemd starts it again.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ class NodeRestartParams(Params):
     """SIGKILL (a crash) rather than a clean stop."""
 
 
-@FAULTS.register("node-restart", summary="kill and restart the node agent (fake agent or hollow kubelet)",
-                 params=NodeRestartParams, needs=("fake-nodes",), node_capability="restart")
+@FAULTS.register("node-restart", summary="kill and restart the node agent (fake agent, hollow kubelet or a kind node's kubelet)",
+                 params=NodeRestartParams, needs=("kill-node",), node_capability="restart")
 def node_restart(ctx: StepContext, params: NodeRestartParams | None) -> None:
     params = params or NodeRestartParams()
     ctx.restart_node_agents(kill=params.kill, nodes=ctx.target_nodes() if ctx.step.target else None)

@@ -189,8 +189,15 @@ def status(name: str, as_json: bool) -> None:
 
 @command.command("kubeconfig")
 @name_option
-def kubeconfig(name: str) -> None:
+@click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True)
+def kubeconfig(name: str, backend: str) -> None:
     """Print the path of the cluster's admin kubeconfig."""
+    if backend == "kind":
+        path = KindCluster(name, progress=lambda s: None).kubeconfig
+        if KindCluster.of_kubeconfig(path) is None:
+            raise UsageError(f"kind cluster {name!r} is not up; `draguard cluster up --backend kind --name {name}` first")
+        click.echo(str(path))
+        return
     click.echo(str(LocalCluster.attach(name).kubeconfig))
 
 

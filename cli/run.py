@@ -50,7 +50,8 @@ def _render(out: Path, result: RunResult, formats: list[str]) -> None:
 
 @click.command("run")
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path())
-@click.option("--cluster", "backend", type=click.Choice(["local", "kubeconfig"]), help="Override the scenarios' backend.")
+@click.option("--cluster", "backend", type=click.Choice(["local", "kubeconfig", "kind"]),
+              help="Override the scenarios' backend (kind: draguard's kind cluster 'default', or the one --kubeconfig names).")
 @options.kube_target("Kubeconfig of an existing cluster (--cluster kubeconfig, or --driver) [default with --driver: "
                      "$KUBECONFIG or ~/.kube/config].", exists=False, allow=True)
 @options.report_dir(help="Where the reports go (verdict.json, <scenario>/timeline.json, report.html, ...).")
@@ -86,7 +87,13 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             _err.print(f"driver {driver_name} (DeviceClass {device_class}): {retarget.facts.describe()}; attributes: "
                        f"{', '.join(sorted(retarget.facts.attributes)) or 'none'}", highlight=False)
         if not retarget.target.local:
-            backend, kubeconfig = "kubeconfig", retarget.kubeconfig
+            backend, kubeconfig = ("kind" if backend == "kind" else "kubeconfig"), retarget.kubeconfig
+    if backend == "kind" and retarget is None:
+        fake = [sc.name for sc in loaded if sc.driver.kind == "fake"]
+        if fake:
+            raise UsageError(f"--cluster kind runs a driver installed in the kind cluster; {', '.join(fake[:5])} "
+                             "run(s) draguard's fake driver: give --driver NAME --device-class NAME to run them "
+                             "against the installed one")
     if parallel > 1:
         if retarget is not None or repeat > 1:
             raise UsageError("--parallel runs the scenarios' own fake drivers side by side: not with --driver, "

@@ -85,6 +85,7 @@ KINDS: dict[str, Kind] = {
         Kind("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
         Kind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", False),
         Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True),
+        Kind("DaemonSet", "apps", "v1", "daemonsets", True),
     )
 }
 

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from draguard.harness.cluster.kind.cluster import KindCluster
 from draguard.harness.cluster.target import KubeTarget
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.driver.external import TEST_DRIVER_NAME
@@ -38,6 +40,7 @@ from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
+from draguard.harness.fleet.installed import find_daemonset
 from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes, scenario_devices
 
 __all__ = ["RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
@@ -56,6 +59,10 @@ _NEEDS = {
     "fake-nodes": "needs draguard's fake node agents; the cluster's nodes are not draguard's",
     "local-backend": "restarts a control-plane component; draguard restarts only a control plane it started itself",
     "interposer": "needs the gRPC interposer in front of the driver's sockets, which are on the cluster's nodes",
+    "restart-driver": "restarts or stops the driver, which draguard does through the driver's DaemonSet; none runs "
+                      "this driver (no DaemonSet mounts its plugin directory)",
+    "kill-node": "restarts or loses a node, which draguard does only to its own nodes (its node agents, or the "
+                 "node containers of its kind cluster)",
 }
 _DRIVER_ONLY = re.compile(r"""^\s*device\.driver\s*==\s*(['"])(?P<driver>[^'"]+)\1\s*$""")
 _FAKE_ATTR = re.compile(r"""device\.(attributes|capacity)\[\s*(['"])""" + re.escape(DEFAULT_DRIVER) + r"""\2\s*\]\.(\w+)""")
@@ -88,10 +95,19 @@ class ClusterFacts:
     """Node -> its allocatable resource names (extended resources of device plugins)."""
     podgroups: bool
     """Whether the cluster serves the Workload/PodGroup API (scheduling.k8s.io/v1beta1 podgroups)."""
+    daemonset: str | None = None
+    """``namespace/name`` of the DaemonSet running the driver (steps restart and stop the driver through it)."""
+    kind_nodes: bool = False
+    """Whether the nodes are containers of draguard's kind cluster (steps restart and lose them)."""
+
+    def offers(self) -> set[str]:
+        """The fleet capabilities (``draguard.harness.fleet``) this cluster gives the driver's steps."""
+        return ({"restart-driver"} if self.daemonset else set()) | ({"kill-node"} if self.kind_nodes else set())
 
     def describe(self) -> str:
         nodes = ", ".join(f"{n}: {len(d)}" for n, d in sorted(self.devices.items())) or "none"
-        return f"devices per node: {nodes}"
+        where = (f"; DaemonSet {self.daemonset}" if self.daemonset else "") + ("; kind nodes" if self.kind_nodes else "")
+        return f"devices per node: {nodes}{where}"
 
 
 @dataclass(frozen=True)
@@ -106,9 +122,10 @@ def _qualify(driver: str, name: str) -> str:
     return name if "/" in name else f"{driver}/{name}"
 
 
-def detect(kube: Kube, target: RunTarget) -> ClusterFacts:
+def detect(kube: Kube, target: RunTarget, kubeconfig: str | None = None) -> ClusterFacts:
     """Read what the cluster and the driver offer; UsageError (exit 2) for an unknown device class, a
-    driver that publishes no devices, or a cluster that cannot be read."""
+    driver that publishes no devices, or a cluster that cannot be read. ``kubeconfig``: the file the
+    cluster was reached through (a draguard kind cluster's nodes can be stopped)."""
     try:
         if kube.get("DeviceClass", target.device_class) is None:
             names = sorted(c["metadata"]["name"] for c in kube.items("DeviceClass"))
@@ -139,7 +156,13 @@ def detect(kube: Kube, target: RunTarget) -> ClusterFacts:
     except (ApiError, HarnessError):
         podgroups = False
     allocatable = {n: frozenset((obj.get("status") or {}).get("allocatable") or {}) for n, obj in nodes.items()}
-    return ClusterFacts({n: tuple(sorted(d)) for n, d in devices.items()}, frozenset(attributes), allocatable, podgroups)
+    try:
+        ds = find_daemonset(kube, target.driver)
+    except ApiError:  # not allowed to list DaemonSets: no driver chaos
+        ds = None
+    kind = KindCluster.of_kubeconfig(kubeconfig) is not None if kubeconfig else False
+    return ClusterFacts({n: tuple(sorted(d)) for n, d in devices.items()}, frozenset(attributes), allocatable, podgroups,
+                        f"{ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else None, kind)
 
 
 def _demand(scenario: Scenario) -> int | None:
@@ -164,7 +187,7 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
     if sc.driver.interpose:
         reasons.append("it puts the gRPC interposer in front of the driver's sockets, which are on the cluster's "
                        "nodes, out of draguard's reach")
-    have = {"local-backend", "fake-nodes"} if target.local else set()
+    have = ({"local-backend", "fake-nodes", "kill-node"} if target.local else set()) | facts.offers()
     for step in sc.timeline:
         entry = FAULTS.get(step.fault)
         for need in (n for n in entry.meta.get("needs", ()) if n not in have):
@@ -330,6 +353,21 @@ def not_applicable_result(sc: Scenario, reasons: list[str], target: RunTarget) -
     return result
 
 
+def kind_kubeconfig(kube: KubeTarget, name: str = "default") -> Path:
+    """``--cluster kind``: the kubeconfig of draguard's kind cluster (``--kubeconfig`` when it names one of
+    them, else the one named ``name``); UsageError when it is not up."""
+    if kube.kubeconfig is not None:
+        if KindCluster.of_kubeconfig(kube.kubeconfig) is None:
+            raise UsageError(f"--cluster kind --kubeconfig {kube.kubeconfig}: not the kubeconfig of a kind cluster "
+                             "draguard brought up (`draguard cluster up --backend kind` prints it)")
+        return kube.kubeconfig
+    cluster = KindCluster(name, progress=lambda s: None)
+    if KindCluster.of_kubeconfig(cluster.kubeconfig) is None:
+        raise UsageError(f"--cluster kind: draguard's kind cluster {name!r} is not up; "
+                         f"`draguard cluster up --backend kind --name {name}` first")
+    return cluster.kubeconfig
+
+
 @dataclass(frozen=True)
 class Retargeting:
     """``--driver``/``--device-class``: the installed driver, the cluster's kubeconfig and what it offers."""
@@ -361,6 +399,8 @@ def retargeting(driver: str | None, device_class: str | None, backend: str | Non
             raise UsageError("--cluster local starts its own control plane: --kubeconfig and --allow-context are "
                              "for an existing cluster")
         return Retargeting(RunTarget(driver, device_class, allow_destructive=True, local=True), None, None)
+    if backend == "kind":
+        kube = KubeTarget(kind_kubeconfig(kube), kube.context, kube.allow_context)
     path = kube.path()
     if not path.is_file():
         raise UsageError(f"--driver needs a cluster: kubeconfig {path} is not a file (give --kubeconfig)")
@@ -369,5 +409,5 @@ def retargeting(driver: str | None, device_class: str | None, backend: str | Non
     target = RunTarget(driver, device_class, allow_destructive=kube.is_local() or allow == active, context=active)
     if allow is not None and allow != active:
         raise UsageError(f"--allow-context {allow}: the kubeconfig's context is {active!r}")
-    facts = detect(Kube.from_kubeconfig(str(path), kube.context), target)
+    facts = detect(Kube.from_kubeconfig(str(path), kube.context), target, str(path))
     return Retargeting(target, facts, str(path))

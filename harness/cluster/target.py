@@ -17,6 +17,7 @@ from pathlib import Path
 
 from draguard.harness.core.errors import UsageError
 
+from .kind.cluster import clusters_root as kind_clusters_root
 from .local import clusters_root
 
 __all__ = ["KubeTarget", "default_kubeconfig"]
@@ -60,8 +61,10 @@ class KubeTarget:
         return str(active["name"])
 
     def is_local(self) -> bool:
-        """Whether the kubeconfig is one of a local draguard cluster (always allowed to be disturbed)."""
+        """Whether the kubeconfig is one of a cluster draguard brought up itself, a local control plane or a
+        kind cluster (always allowed to be disturbed)."""
         try:
-            return self.path().resolve().is_relative_to(clusters_root().resolve())
+            path = self.path().resolve()
+            return any(path.is_relative_to(root.resolve()) for root in (clusters_root(), kind_clusters_root()))
         except OSError:
             return False

@@ -42,6 +42,9 @@ CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "fake-nodes": "draguard's fake node agents",
     "local-backend": "a control plane draguard started itself",
     "interposer": "the gRPC interposer between the nodes and the driver",
+    "restart-driver": "a node's driver can be restarted and taken down (draguard's own process, or an installed "
+                      "driver's DaemonSet pod)",
+    "kill-node": "a node's agent can be restarted and the node lost (draguard's node agents, or a kind node's container)",
 })
 """What a fault may need from the run (``needs=`` at registration); validation rejects a scenario whose
 run lacks one, naming the step and the reason."""

@@ -2,6 +2,6 @@
 package registers every fleet in :data:`FLEETS`."""
 
 from .base import FLEET_CAPABILITIES, FLEETS, Fleet, FleetRun, fleet_for
-from . import external, fake, kubelet  # noqa: F401  (they register themselves)
+from . import external, fake, installed, kubelet  # noqa: F401  (they register themselves)
 
 __all__ = ["FLEET_CAPABILITIES", "FLEETS", "Fleet", "FleetRun", "fleet_for"]

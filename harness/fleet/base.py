@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.process import NodeProcess
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from draguard.harness.proxy.call_rules import FaultSet
     from ..proxy.interposer import Interposer
 
-__all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for"]
+__all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for", "DriverControl", "NodeControl", "Undoable"]
 
 FLEET_CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "restart-driver": "a node's driver can be killed, crashed and started again",
@@ -50,6 +50,35 @@ FLEET_CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "interpose": "the gRPC interposer can sit between the nodes and the driver",
 })
 """What a fleet may offer a run; a fleet lists those it offers in :attr:`Fleet.capabilities`."""
+
+
+Undoable = Callable[[str, dict[str, Any]], None]
+"""Journals how to undo what is about to happen (an undo kind of the run journal and its arguments),
+before it happens; a step's ``ctx.before``."""
+
+
+class DriverControl(Protocol):
+    """A node's driver, as a step takes it down, brings it back or restarts it."""
+
+    node: str
+
+    def restart(self, kill: bool = True) -> None: ...
+
+    def down(self) -> None: ...
+
+    def up(self) -> None: ...
+
+
+class NodeControl(Protocol):
+    """A node, as a step restarts its agent or loses it for a while."""
+
+    node: str
+
+    def restart_agent(self, kill: bool = True) -> None: ...
+
+    def lose(self) -> None: ...
+
+    def back(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +143,16 @@ class Fleet:
     def offers(self, capability: str) -> bool:
         return capability in self.capabilities
 
+    def driver_control(self, node: str, before: Undoable) -> DriverControl | None:
+        """How a step restarts or stops ``node``'s driver on this fleet; None where the run's own
+        processes are that driver (the step context reaches them directly)."""
+        return None
+
+    def node_control(self, node: str, before: Undoable) -> NodeControl | None:
+        """How a step restarts or loses ``node`` on this fleet; None where the run's own node agents
+        are that node (the step context reaches them directly)."""
+        return None
+
     def processes(self) -> Iterator[NodeProcess]:
         """Every process the fleet started (a hosted node's driver is its host's)."""
         yield from self.external_drivers.values()
@@ -134,6 +173,12 @@ class Fleet:
             uids = frozenset(proc.prepared_claims())
             out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids))
         return tuple(out)
+
+    @property
+    def reads_node_files(self) -> bool:
+        """Whether :meth:`external_states` sees an external driver's files on its nodes (no-leak then
+        judges its CDI specs too)."""
+        return bool(self.external_drivers)
 
     def stop(self) -> None:
         """Stop every process the fleet started, then the interposer."""

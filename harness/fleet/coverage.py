@@ -33,7 +33,8 @@ LOCAL_PARTIAL: Mapping[str, str] = {
     "no-leak": "judged from the API and from the CDI specs the upstream test driver leaves on each node (its outside "
                "view of what it holds prepared); its in-memory books and the device truth are not readable",
 }
-"""As :data:`PARTIAL`, when draguard runs the upstream test driver itself (``--cluster local``)."""
+"""As :data:`PARTIAL`, when draguard reads the upstream test driver's CDI specs on the nodes: it runs the
+driver itself (``--cluster local``), or the driver runs on the nodes of draguard's kind cluster."""
 
 NOT_JUDGED: Mapping[str, str] = {
     "container-devices": "needs the fake node's device truth (which devices each container got, and whether its "

@@ -4,9 +4,7 @@
 test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), one process per node with as many devices as
 the scenario's node, on fake node agents or hollow kubelets, and its DeviceClass.
 
-``installed``: the nodes and the driver are already in the cluster (``--kubeconfig``); draguard starts
-nothing and waits for the driver's slices. A kind cluster or a driver installed as a DaemonSet is this
-fleet, or another registered beside it.
+A driver already installed in a cluster is the ``installed`` fleet (:mod:`.installed`).
 
 Talks to: :mod:`draguard.harness.driver.external`, :mod:`draguard.harness.nodes`, the fleet's kubelets
 (:mod:`draguard.harness.fleet.kubelet`), the cluster (DeviceClass, ResourceSlices).
@@ -19,14 +17,13 @@ import time
 from draguard.harness.core.errors import UsageError
 
 from ..driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, external_device_class, find_test_driver
-from ..invariants import DeviceId
 from ..kube import RUN_LABEL
 from ..nodes.process import FakeNodesProcess
 from .base import FLEETS, Fleet, FleetRun
-from .coverage import free_devices, pinned_nodes, scenario_devices
+from .coverage import scenario_devices
 from .hollow import start_kubelets
 
-__all__ = ["ExternalFleet", "InstalledFleet"]
+__all__ = ["ExternalFleet"]
 
 
 @FLEETS.register("external", summary="the upstream DRA test driver as a process per node, on fake nodes or hollow kubelets")
@@ -66,17 +63,3 @@ class ExternalFleet(Fleet):
         self.wait_slices(run, {n.name for n in sc.nodes}, timeout=60)
         run.log(f"upstream DRA test driver {sc.driver.name} published {len(self.inventory)} devices on "
                 f"{len(sc.nodes)} node(s) ({time.monotonic() - started:.1f}s)")
-
-
-@FLEETS.register("installed", summary="nodes and a driver already in the cluster; draguard starts none")
-class InstalledFleet(Fleet):
-    name = "installed"
-
-    def start(self, run: FleetRun) -> None:
-        sc = run.scenario
-        run.log(f"external driver {sc.driver.name}: using the cluster's nodes and slices")
-        self.wait_slices(run, set(), timeout=30)
-        pinned = pinned_nodes(sc)
-        if pinned:  # the inventory no-leak compares with: this run's nodes, what no one held at the start
-            self.inventory = frozenset(DeviceId(*d) for d in free_devices(run.kube, sc.driver.name, pinned))
-            run.log(f"pods pinned to {', '.join(pinned)}: {len(self.inventory)} free device(s) there")

@@ -355,7 +355,7 @@ class Judge:
                 if entry.name in NOT_JUDGED:
                     status, found, note = "not-checked", [], f"not checked on an installed driver: {NOT_JUDGED[entry.name]}"
                 elif entry.name in PARTIAL and status != "not-checked":
-                    local = self._run is not None and bool(self._run.fleet.external_drivers)
+                    local = self._run is not None and self._run.fleet.reads_node_files
                     note = (LOCAL_PARTIAL if local else PARTIAL)[entry.name]
             result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, want.expected, found,
                                                             note, want.required, want.reason)

@@ -32,14 +32,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from draguard.harness.core.errors import HarnessError, UsageError
 
 from ..devices.truth import DeviceTruth
 from draguard.harness.driver import fault_control as faults
 from draguard.harness.driver.fault_control import CrashPoint
-from ..fleet.base import Fleet
+from ..fleet.base import DriverControl, Fleet
 from ..judge.observe import Observer, Timeline
 from ..kube import Kube, Obj
 from ..result import LoadSummary, RunRecord
@@ -120,6 +120,13 @@ class FakeDriverControl:
     def wait_exit(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` seconds for the driver to exit (a crash); its exit status, or None."""
         return self._proc.wait_exit(timeout=timeout)
+
+    def down(self) -> None:
+        """Take the driver down (killed) until :meth:`up`."""
+        self.kill()
+
+    def up(self) -> None:
+        self.start()
 
     def restart(self, kill: bool = True) -> None:
         self._ctx.before(UndoAction("none", {"why": f"the driver on {self.node} is started again by the step"}))
@@ -238,6 +245,15 @@ class StepContext:
         self.load = summary
 
     # -- what the run started --------------------------------------------------------------------
+    def _before(self, kind: str, args: dict[str, Any]) -> None:
+        self.before(UndoAction(kind, args))
+
+    def driver(self, node: str) -> DriverControl:
+        """The DRA driver of ``node``, to restart or take down: the fleet's way (an installed driver's
+        DaemonSet), else draguard's fake driver there."""
+        control = self._run.fleet.driver_control(node, self._before)
+        return control if control is not None else self.fake_driver(node)
+
     def fake_driver(self, node: str) -> FakeDriverControl:
         """The fake driver of ``node``; a clear error for an external driver."""
         proc = self._run.fleet.drivers.get(node)
@@ -290,6 +306,12 @@ class StepContext:
         """Kill (or stop) and restart the agents of ``nodes`` (default: every node): the fake node agent
         process (one for all fake nodes) and each targeted hollow kubelet."""
         targets = nodes if nodes is not None else self.node_names()
+        controls = [c for n in targets if (c := self._run.fleet.node_control(n, self._before)) is not None]
+        for control in controls:  # the cluster's own nodes (kind): the fleet restarts their agents
+            control.restart_agent(kill=kill)
+        targets = [n for n in targets if n not in {c.node for c in controls}]
+        if not targets:
+            return
         kubelets = [self._run.fleet.kubelets[n] for n in targets if n in self._run.fleet.kubelets]
         fake = [n for n in targets if n not in self._run.fleet.kubelets]
         self.before(UndoAction("none", {"why": "the agent is started again by the step itself"}))
@@ -307,6 +329,13 @@ class StepContext:
         """Stop (or resume) a node's heartbeats and pod syncs; journaled when it is lost. A fake node
         stops acting while its agent goes on; a hollow kubelet is killed (its lease expires) and started
         again from its checkpoint when the node returns."""
+        control = self._run.fleet.node_control(node, self._before)
+        if control is not None:  # the cluster's own node (kind)
+            if lost:
+                control.lose()
+            else:
+                control.back()
+            return
         kubelet = self._run.fleet.kubelets.get(node)
         if kubelet is not None:
             if lost:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from draguard.harness.core.errors import HarnessError
+
+from ..cluster.kind.nodefiles import SANDBOX_IMAGE
 from ..fleet.coverage import pinned_nodes
 from ..kube import BULK_PARALLEL, MEMBER_LABEL, RUN_LABEL, WORKLOAD_LABEL, ApiError, Kube, Obj
 from ..scenario.types import Claim, DeviceClass, Request, Scenario, SubRequest, Toleration, Workload
@@ -35,7 +37,9 @@ __all__ = [
 ]
 
 SCENARIO_LABEL = "draguard.dev/scenario"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+PAUSE_IMAGE = SANDBOX_IMAGE
+"""A workload's image unless it names one: the release's sandbox image, which every kubeadm-built node
+(kind's included) holds already, so pods start on a cluster that cannot pull images."""
 
 
 def _labels(run: str, **extra: str) -> dict[str, str]:

@@ -30,6 +30,7 @@ from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.paths import state_dir
 from draguard.harness.core.process import kill_pid, pid_alive
 
+from ..cluster.kind.cluster import KindNodes
 from ..cluster.local import LocalCluster
 from ..kube import KINDS, RUN_LABEL, Kube
 
@@ -76,7 +77,14 @@ def _undo_patch_object(kube: Kube | None, args: dict[str, Any]) -> None:
         kube.patch(args["kind"], args["name"], args["patch"], args.get("namespace"), args.get("patchType", "merge"))
 
 
+def _undo_kind_node(kube: Kube | None, args: dict[str, Any]) -> None:
+    nodes, node = KindNodes.from_undo_args(args)
+    if args.get("action") == "unpause":
+        nodes.unpause(node)
+
+
 UNDO_HANDLERS: dict[str, UndoHandler] = {
+    "kind-node": _undo_kind_node,
     "delete-object": _undo_delete_object,
     "write-file": _undo_write_file,
     "patch-object": _undo_patch_object,

@@ -72,7 +72,7 @@ __all__ = ["Runner", "RunOptions", "JUDGE_INTERVAL", "SETTLE_QUIET", "RETRY_QUIE
 @dataclass(frozen=True)
 class RunOptions:
     backend: str | None = None
-    """Override of the scenario's backend (``local`` | ``kubeconfig``)."""
+    """Override of the scenario's backend (``local`` | ``kubeconfig`` | ``kind``)."""
     kubeconfig: str | None = None
     context: str | None = None
     bin_dir: str | None = None
@@ -112,12 +112,13 @@ class Runner:
         cluster: LocalCluster | None = None
         try:
             backend = self.options.backend or self.scenario.cluster.backend
+            kubeconfig = setup.kubeconfig_of(self.scenario, backend, self.options.kubeconfig) if backend != "local" else None
             kube, cluster, environment = setup.start_cluster(
-                self.scenario, backend, self.run_id, kubeconfig=self.options.kubeconfig, context=self.options.context,
+                self.scenario, backend, self.run_id, kubeconfig=kubeconfig, context=self.options.context,
                 bin_dir=self.options.bin_dir, seed=self.seed, log=self.log, progress=self.options.progress)
             self.result.environment.update(environment)
             namespace = f"dg-{self.scenario.name[:40]}-{self.run_id}".replace("--", "-")
-            journal.run_started(str(cluster.kubeconfig) if cluster else self.options.kubeconfig, namespace,
+            journal.run_started(str(cluster.kubeconfig) if cluster else kubeconfig, namespace,
                                 self.run_id, str(cluster.dir) if cluster else None)
             for sup in (cluster.components.values() if cluster else []):
                 if sup.pid:
@@ -130,7 +131,7 @@ class Runner:
                                            observer, setup.node_root(self.scenario, self.run_id), cluster)
             self._deployment = Deployment(kube, self.scenario, namespace, self.run_id, self.judge.created)
             h.create_workload = self._deployment.create_workload
-            h.kubeconfig = str(cluster.kubeconfig) if cluster else self.options.kubeconfig
+            h.kubeconfig = str(cluster.kubeconfig) if cluster else kubeconfig
             h.record = self.result.record
             self.judge.attach(h, f"{RUN_LABEL}={self.run_id}")
             self._start_fleet()
@@ -180,7 +181,7 @@ class Runner:
         h.fleet = FLEETS.get(name).target()
         h.fleet.start(FleetRun(
             self.run_id, self.scenario, h.kube, h.cluster,
-            h.cluster.kubeconfig if h.cluster else Path(self.options.kubeconfig or ""), h.node_root,
+            h.cluster.kubeconfig if h.cluster else Path(h.kubeconfig or ""), h.node_root,
             self.options.bin_dir, self._record, h.journal.process,
             self._dep().create, lambda: h.observer.objects("ResourceSlice"), h.observer.wait_for, self.log,
             self.options.progress))

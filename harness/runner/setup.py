@@ -1,5 +1,5 @@
-"""The set-up phase of a run: its cluster (a local control plane with the scenario's feature gates, or
-one reached through a kubeconfig), what the run ran on (``ScenarioResult.environment``), and where its
+"""The set-up phase of a run: its cluster (a local control plane with the scenario's feature gates, one
+reached through a kubeconfig, or draguard's kind cluster), what the run ran on (``ScenarioResult.environment``), and where its
 nodes' files live.
 
 Talks to: :mod:`draguard.harness.cluster.local`, the cluster's API (version, feature gates).
@@ -13,22 +13,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from draguard.harness.core.errors import UsageError
+
+from ..cluster.kind.cluster import KindCluster
 from ..cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_QPS, ClusterConfig, LocalCluster
 from draguard.harness.core.environment import draguard_version
 from draguard.harness.core.paths import run_dir
 from ..kube import Kube
 from ..scenario.types import Scenario
 
-__all__ = ["start_cluster", "environment", "node_root"]
+__all__ = ["start_cluster", "kubeconfig_of", "environment", "node_root"]
 
 
 def start_cluster(scenario: Scenario, backend: str, run_id: str, *, kubeconfig: str | None, context: str | None,
                   bin_dir: str | None, seed: int, log: Callable[[str], None],
                   progress: Callable[[str], None]) -> tuple[Kube, LocalCluster | None, dict[str, Any]]:
-    """The run's API client, the local control plane started for it (None on ``kubeconfig``) and what
-    the scenario runs on (:func:`environment`)."""
+    """The run's API client, the local control plane started for it (None on ``kubeconfig`` and ``kind``)
+    and what the scenario runs on (:func:`environment`)."""
     spec = scenario.cluster
-    if backend == "kubeconfig":
+    if backend in ("kubeconfig", "kind"):
         path = kubeconfig or (str(spec.kubeconfig) if spec.kubeconfig else None)
         kube = Kube.from_kubeconfig(path, context or spec.context)
         env = environment(scenario, backend, kube, seed)
@@ -47,6 +50,22 @@ def start_cluster(scenario: Scenario, backend: str, run_id: str, *, kubeconfig: 
     log(f"local control plane v1.37.2 up in {time.monotonic() - t0:.1f}s")
     kube = cluster.kube()
     return kube, cluster, environment(scenario, backend, kube, seed)
+
+
+def kubeconfig_of(scenario: Scenario, backend: str, kubeconfig: str | None) -> str | None:
+    """The kubeconfig a run on ``backend`` uses: ``kubeconfig`` when given; on ``kind`` that of draguard's
+    kind cluster the scenario names (UsageError when it is not up); else the scenario's (None: the
+    client's default, $KUBECONFIG)."""
+    if kubeconfig:
+        return kubeconfig
+    if backend == "kind":
+        name = scenario.cluster.kind_cluster
+        kind = KindCluster(name, progress=lambda s: None)
+        if KindCluster.of_kubeconfig(kind.kubeconfig) is None:
+            raise UsageError(f"backend kind: draguard's kind cluster {name!r} is not up; "
+                             f"`draguard cluster up --backend kind --name {name}` first")
+        return str(kind.kubeconfig)
+    return str(scenario.cluster.kubeconfig) if scenario.cluster.kubeconfig else None
 
 
 def environment(scenario: Scenario, backend: str, kube: Kube, seed: int) -> dict[str, Any]:

@@ -111,16 +111,25 @@ def expand_node_names(group: dict[str, Any]) -> list[str]:
     return [name] if name is not None else []
 
 
-def lacking(driver_kind: str, backend: str, interpose: bool) -> dict[str, str]:
+def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = False) -> dict[str, str]:
     """The capabilities (``needs`` of faults and invariants) a run with these settings lacks -> why.
 
-    One home for validation (raw documents), the default ``expect.hold`` and the runner."""
+    ``restart-driver`` and ``kill-node`` are what a fleet offers (``draguard.harness.fleet``): the fake
+    driver and draguard's node agents always; an external driver through its DaemonSet (named by
+    ``driver.daemonSet``, or found on a kind cluster) and the nodes of a kind cluster through their
+    containers. One home for validation (raw documents), the default ``expect.hold`` and the runner."""
     lacks: dict[str, str] = {}
     if driver_kind != "fake":
         lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
         lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
+        if not daemon_set and backend != "kind":
+            lacks["restart-driver"] = ("spec.driver.kind is external and names no driver.daemonSet (nor runs on "
+                                       "cluster.backend: kind, where draguard finds it): draguard cannot restart it")
+        if backend == "kubeconfig":
+            lacks["kill-node"] = ("spec.cluster.backend is kubeconfig: the cluster's nodes are not draguard's to stop "
+                                  "(on cluster.backend: kind they are)")
     if backend != "local":
-        lacks["local-backend"] = "spec.cluster.backend is kubeconfig: draguard cannot restart that control plane"
+        lacks["local-backend"] = f"spec.cluster.backend is {backend}: draguard cannot restart that control plane"
     if not interpose:
         lacks["interposer"] = "spec.driver.interpose is not true"
         # The devices a prepare answered are read from the interposer's record (DriverCall.answers).
@@ -175,11 +184,17 @@ class _Checker:
 
     def cluster(self) -> None:
         cluster = _dict(self.spec.get("cluster"))
-        if (_str(cluster.get("backend")) or "local") != "kubeconfig":
+        backend = _str(cluster.get("backend")) or "local"
+        if backend != "kubeconfig":
             for key in ("kubeconfig", "context"):
                 if cluster.get(key) is not None:
                     self.add(("spec", "cluster", key), f"{key!r} needs backend: kubeconfig", on_key=True)
-        else:
+        if backend != "kind" and cluster.get("kindCluster") is not None:
+            self.add(("spec", "cluster", "kindCluster"), "'kindCluster' needs backend: kind", on_key=True)
+        if backend == "kind" and self.driver_kind == "fake":
+            self.add(("spec", "cluster", "backend"), "backend kind runs a driver installed in the kind cluster "
+                     "(driver.kind: external); draguard's fake driver runs on backend local or kubeconfig")
+        if backend != "local":
             for key in ("clientQps", "clientBurst", "maxRequestsInflight"):
                 if cluster.get(key) is not None:
                     self.add(("spec", "cluster", key), f"{key!r} configures the local control plane; an existing "
@@ -199,6 +214,11 @@ class _Checker:
             if driver.get("interpose") is True:
                 self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
                          "fake driver only", on_key=True)  # fmt: skip
+            if driver.get("daemonSet") is not None and (_str(_dict(self.spec.get("cluster")).get("backend")) or "local") == "local":
+                self.add(path + ("daemonSet",), "'daemonSet' names a driver installed in a cluster; on backend local "
+                         "draguard runs the driver itself", on_key=True)  # fmt: skip
+        elif driver.get("daemonSet") is not None:
+            self.add(path + ("daemonSet",), "'daemonSet' is for an external driver", on_key=True)
         elif driver.get("deviceClass") is not None:
             self.add(path + ("deviceClass",), "'deviceClass' is for an external driver; declare deviceClasses "
                      "for the fake driver", on_key=True)  # fmt: skip
@@ -381,7 +401,8 @@ class _Checker:
         """What this scenario's run can do -> why not, for each capability it lacks."""
         cluster = _dict(self.spec.get("cluster"))
         driver = _dict(self.spec.get("driver"))
-        return lacking(self.driver_kind, _str(cluster.get("backend")) or "local", driver.get("interpose") is True)
+        return lacking(self.driver_kind, _str(cluster.get("backend")) or "local", driver.get("interpose") is True,
+                       isinstance(driver.get("daemonSet"), dict))
 
     def timeline(self) -> None:
         steps = _list(self.spec.get("timeline"))

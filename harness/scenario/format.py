@@ -322,7 +322,8 @@ class Metadata(_Model):
 
 class ClusterSpec(_Model):
     backend: Backend = "local"
-    """``local``: draguard starts etcd, kube-apiserver, scheduler and controller-manager; ``kubeconfig``: use an existing cluster."""
+    """``local``: draguard starts etcd, kube-apiserver, scheduler and controller-manager; ``kubeconfig``: use an existing
+    cluster; ``kind``: draguard's kind cluster (real kubelets, containerd and runc; an ``external`` driver installed in it)."""
     kubeconfig: str | None = None
     """Path of the kubeconfig (``kubeconfig`` backend only; default: $KUBECONFIG)."""
     context: str | None = None
@@ -337,6 +338,15 @@ class ClusterSpec(_Model):
     """``--kube-api-burst`` of the local scheduler and controller manager (``local`` only; default 1000)."""
     max_requests_inflight: int | None = Field(default=None, ge=2, le=MAX_CLIENT_QPS)
     """kube-apiserver ``--max-requests-inflight`` (``local`` only; mutating gets half; default: the apiserver's)."""
+    kind_cluster: DnsLabel | None = None
+    """The name of draguard's kind cluster (``draguard cluster up --backend kind --name``; ``kind`` only; default: default)."""
+
+
+class DaemonSetRef(_Model):
+    namespace: DnsLabel
+    """The DaemonSet's namespace."""
+    name: DnsSubdomain
+    """The DaemonSet's name."""
 
 
 class DriverSpec(_Model):
@@ -351,6 +361,10 @@ class DriverSpec(_Model):
     interpose: bool = False
     """Put the gRPC interposer between the fake nodes and the driver: every call is recorded into the
     report (``grpc-calls.jsonl``) and prepare/unprepare faults are injected there (``fake`` only)."""
+    daemon_set: DaemonSetRef | None = None
+    """The DaemonSet running an ``external`` driver (``external`` only; default: the DaemonSet that mounts
+    ``/var/lib/kubelet/plugins/<name>`` from its nodes, if there is one). Through it, steps restart the
+    driver (``driver-restart``: its pod deleted) and take it off a node (``driver-down``)."""
     hosting: DriverHosting = "auto"
     """``per-node``: one fake driver process per node (fidelity: a crash or restart is a real process's);
     ``shared``: one process serves every node's sockets, each node's state, checkpoint and faults kept

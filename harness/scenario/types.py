@@ -71,8 +71,9 @@ __all__ = [
 API_VERSION = "draguard.dev/v1alpha1"
 KIND = "Scenario"
 
-Backend = Literal["local", "kubeconfig"]
-"""``local``: draguard starts its own control plane; ``kubeconfig``: an existing cluster."""
+Backend = Literal["local", "kubeconfig", "kind"]
+"""``local``: draguard starts its own control plane; ``kubeconfig``: an existing cluster; ``kind``: a
+kind cluster draguard brought up (``draguard cluster up --backend kind``), whose nodes it may stop."""
 DriverKind = Literal["fake", "external"]
 DriverHosting = Literal["auto", "per-node", "shared"]
 """``fake``: draguard's fake DRA driver on fake nodes; ``external``: a driver already installed."""
@@ -102,6 +103,8 @@ class Cluster:
     """Local backend: the scheduler's and controller manager's ``--kube-api-qps`` (None: the backend's default)."""
     client_burst: int | None = None
     max_requests_inflight: int | None = None
+    kind_cluster: str = "default"
+    """``kind`` backend: the name of draguard's kind cluster."""
 
     @property
     def gang_scheduling(self) -> bool:
@@ -123,6 +126,9 @@ class Driver:
     hosting: DriverHosting = "auto"
     """``per-node``: one fake driver process per node (fidelity); ``shared``: one process serves every
     node's sockets (scale); ``auto``: per-node up to :data:`PER_NODE_UP_TO` nodes, shared above."""
+    daemon_set: tuple[str, str] | None = None
+    """(namespace, name) of the DaemonSet running an ``external`` driver, when the scenario names it
+    (steps then restart and stop the driver through it); None: found by its plugin directory, if any."""
 
 
 PER_NODE_UP_TO = 16

@@ -32,6 +32,9 @@ FACTS = ClusterFacts({"n0": FOUR, "n1": FOUR}, frozenset(), {"n0": frozenset({"c
 TARGET = RunTarget(DRIVER, "test-class", allow_destructive=True)
 
 FAKE_FAULT = "is a fault of draguard's fake driver"
+NO_DAEMONSET = ("restarts or stops the driver, which draguard does through the driver's DaemonSet; none runs this "
+                "driver (no DaemonSet mounts its plugin directory)")
+NOT_OURS = "restarts or loses a node, which draguard does only to its own nodes"
 MUTANT = "it runs the fake driver's mutant"
 ATTRIBUTE = f"which driver {DRIVER} does not publish; driver {DRIVER} publishes no attributes"
 APPLICABLE = None
@@ -44,14 +47,14 @@ CASES: dict[str, tuple[str | None, ...]] = {
     "crash-during-prepare-force-delete": ("step 0-driver-crash (driver-crash) " + FAKE_FAULT,),
     "device-failure-correct-driver": ("step fail (device-failure) " + FAKE_FAULT,),
     "driver-crash-before-prepare-reply": ("step 0-driver-crash (driver-crash) " + FAKE_FAULT,),
-    "driver-down-until-cleanup": ("step 0-driver-down (driver-down) " + FAKE_FAULT,),
-    "driver-restart-mid-gang": ("step 0-driver-restart (driver-restart) " + FAKE_FAULT,),
-    "driver-restart-under-churn": ("step restart-drivers (driver-restart) " + FAKE_FAULT,
+    "driver-down-until-cleanup": ("step 0-driver-down (driver-down) " + NO_DAEMONSET,),
+    "driver-restart-mid-gang": ("step 0-driver-restart (driver-restart) " + NO_DAEMONSET,),
+    "driver-restart-under-churn": ("step restart-drivers (driver-restart) " + NO_DAEMONSET,
                                    "it needs 2 node(s) with at least 8 device(s) each; devices per node: n0: 4, n1: 4"),
     "drain-node-unprepare-failure": ("step 0-unprepare-failure (unprepare-failure) " + FAKE_FAULT,),
     "evict-before-prepare-succeeded": ("step 0-prepare-failure (prepare-failure) " + FAKE_FAULT,),
     "evict-during-prepare": ("step 0-prepare-hang (prepare-hang) " + FAKE_FAULT,),
-    "force-delete-driver-down": ("step down (driver-down) " + FAKE_FAULT,),
+    "force-delete-driver-down": ("step down (driver-down) " + NO_DAEMONSET,),
     "reset-failure-correct-driver": ("step 0-reset-failure (reset-failure) " + FAKE_FAULT,),
     "slow-reset-does-not-block-prepare": ("step slow (reset-slow) " + FAKE_FAULT,),
     "failing-claim-does-not-strand-batch": ("step reset-fails (reset-failure) " + FAKE_FAULT,
@@ -73,9 +76,9 @@ CASES: dict[str, tuple[str | None, ...]] = {
     # RPC faults through the interposer: the installed driver's sockets are on its nodes
     "interposed-prepare-failure": ("it puts the gRPC interposer in front of the driver's sockets",),
     # node and control-plane faults draguard cannot perform on a cluster it did not start
-    "node-agent-restart": ("step 0-node-restart (node-restart) needs draguard's fake node agents",),
-    "node-loss-returns": ("step 0-node-loss (node-loss) needs draguard's fake node agents",),
-    "stale-prepare-after-node-restart": ("step 2-node-restart (node-restart) needs draguard's fake node agents",
+    "node-agent-restart": ("step 0-node-restart (node-restart) " + NOT_OURS,),
+    "node-loss-returns": ("step 0-node-loss (node-loss) " + NOT_OURS,),
+    "stale-prepare-after-node-restart": ("step 2-node-restart (node-restart) " + NOT_OURS,
                                          "step 3-scheduler-restart (scheduler-restart) restarts a control-plane component"),
     "control-plane-restarts": ("step 0-scheduler-restart (scheduler-restart) restarts a control-plane component; "
                                "draguard restarts only a control plane it started itself",

@@ -104,7 +104,8 @@ def test_a_fault_the_run_cannot_perform_is_rejected_with_the_step_position_and_r
     text = text.replace("deviceClassName: gpu.draguard.dev", "deviceClassName: gpu.example.com")
     [problem] = [p for p in problems(text) if "cannot run here" in p]
     assert problem == ("s.yaml:22:14: spec.timeline[0].fault: fault 'driver-down' cannot run here: it needs "
-                       "fake-driver, but spec.driver.kind is external, and only draguard's fake driver has this fault")
+                       "restart-driver, but spec.driver.kind is external and names no driver.daemonSet (nor runs on "
+                       "cluster.backend: kind, where draguard finds it): draguard cannot restart it")
 
 
 def test_a_control_plane_restart_needs_the_local_backend() -> None:

@@ -25,7 +25,7 @@ from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.paths import state_dir
 from draguard.harness.kube import Kube
 
-__all__ = ["KindCluster", "ensure_node_image", "list_kind_clusters", "clusters_root", "CLUSTER_LABEL"]
+__all__ = ["KindCluster", "KindNodes", "ensure_node_image", "list_kind_clusters", "clusters_root", "CLUSTER_LABEL"]
 
 Progress = Callable[[str], None]
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
@@ -166,6 +166,28 @@ class KindCluster:
             time.sleep(1.0)
         raise HarnessError(f"kind cluster {self.name}: {len(ready)} of {want} nodes Ready after {timeout:.0f}s")
 
+    @classmethod
+    def of_kubeconfig(cls, path: str | Path) -> KindCluster | None:
+        """The draguard kind cluster whose kubeconfig ``path`` is, if it is up; else None."""
+        try:
+            resolved = Path(path).resolve()
+            root = clusters_root().resolve()
+        except OSError:
+            return None
+        if resolved.name != "kubeconfig" or resolved.parent.parent != root:
+            return None
+        cluster = cls(resolved.parent.name, progress=lambda s: None)
+        return cluster if (cluster.dir / "cluster.json").exists() else None
+
+    def node_containers(self) -> KindNodes:
+        """The cluster's node containers, through the engine it was created with."""
+        info = json.loads((self.dir / "cluster.json").read_text())
+        recorded = dict(info.get("engine") or {})
+        provider = str(recorded.pop("provider", "docker"))
+        private = bool(recorded.pop("private", False))
+        cli = shutil.which(provider) or provider
+        return KindNodes(self.kind_name, engine_mod.Engine(provider, cli, {str(k): str(v) for k, v in recorded.items()}, private))
+
     def nodes(self) -> list[str]:
         engine = engine_mod.find([], start=False)
         proc = self._kind(engine, ["get", "nodes", "--name", self.kind_name])
@@ -209,3 +231,43 @@ def _last_error(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if "ERROR" in line or "error" in line or "failed" in line]
     return (errors or lines or ["(no output)"])[-1][:400]
+
+
+class KindNodes:
+    """The node containers of one kind cluster (kind names each container after its node), as chaos
+    reaches them: a command inside a node (its kubelet restarted), a node frozen and thawed."""
+
+    def __init__(self, kind_name: str, engine: engine_mod.Engine) -> None:
+        self.kind_name = kind_name
+        self.engine = engine
+
+    def names(self) -> list[str]:
+        proc = self.engine.run(["ps", "-a", "--filter", f"label={CLUSTER_LABEL}={self.kind_name}", "--format", "{{.Names}}"])
+        return sorted(proc.stdout.split())
+
+    def exec(self, node: str, args: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """Run ``args`` inside ``node``'s container (HarnessError when it fails)."""
+        return self.engine.run(["exec", node, *args], timeout=timeout)
+
+    def pause(self, node: str) -> None:
+        """Freeze every process of the node (its kubelet, containerd and pods): it stops heartbeating."""
+        self.engine.run(["pause", node])
+
+    def unpause(self, node: str) -> None:
+        """Thaw a paused node; nothing when it is not paused (so that undoing twice is safe)."""
+        state = self.engine.run(["inspect", "--format", "{{.State.Paused}}", node], check=False)
+        if state.returncode == 0 and state.stdout.strip() == "true":
+            self.engine.run(["unpause", node])
+
+    def undo_args(self, node: str) -> dict[str, object]:
+        """What a journal entry needs to thaw ``node`` without this object (``draguard cleanup``)."""
+        return {"provider": self.engine.provider, "cli": self.engine.cli, "env": dict(self.engine.env),
+                "kindName": self.kind_name, "node": node}
+
+    @classmethod
+    def from_undo_args(cls, args: dict[str, object]) -> tuple[KindNodes, str]:
+        env = args.get("env") or {}
+        engine = engine_mod.Engine(str(args["provider"]), str(args["cli"]),
+                                   {str(k): str(v) for k, v in dict(env).items()})  # type: ignore[call-overload]
+        return cls(str(args["kindName"]), engine), str(args["node"])
+

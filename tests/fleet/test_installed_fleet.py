@@ -1,0 +1,135 @@
+"""The installed fleet's pieces that need no cluster: the DaemonSet exclusion and its exact undo, what
+a run on each backend lacks, and the scenario checks of ``backend: kind`` and ``driver.daemonSet``.
+
+Against a kind cluster with real kubelets: tests/kind/test_kind_chaos.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import draguard.chaos  # noqa: F401  (registers the faults)
+from draguard.harness.campaign.retarget import ClusterFacts, RunTarget, decide
+from draguard.harness.fleet.installed import InstalledFleet, _exclusion
+from draguard.harness.scenario.checks import lacking
+from draguard.harness.scenario.loader import parse_scenario, problems_of
+
+EXCLUDE = {"key": "metadata.name", "operator": "NotIn", "values": ["w1", "w2"]}
+
+
+def test_an_exclusion_is_added_to_every_term_and_the_original_is_untouched() -> None:
+    assert _exclusion(None, {"w2", "w1"}) == {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [EXCLUDE]}]}}}
+    original: dict[str, Any] = {
+        "podAntiAffinity": {"x": 1},
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["w1", "w3"]}]}]}}}
+    got = _exclusion(original, {"w1", "w2"})
+    terms = got["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0] == {"matchExpressions": [{"key": "gpu", "operator": "Exists"}], "matchFields": [EXCLUDE]}
+    assert terms[1]["matchFields"][-1] == EXCLUDE and len(terms[1]["matchFields"]) == 2  # terms are ORed: each excludes
+    assert got["podAntiAffinity"] == {"x": 1}
+    assert len(original["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]) == 1
+
+
+@pytest.mark.parametrize("affinity, strategy, restored_affinity, restored_strategy", [
+    (None, {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}, None,
+     {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}),
+    ({"podAntiAffinity": {"x": 1}}, {"type": "OnDelete"}, {"nodeAffinity": None}, {"type": "OnDelete", "rollingUpdate": None}),
+    ({"nodeAffinity": {"a": 1}}, None, {"nodeAffinity": {"a": 1}}, {"type": "RollingUpdate"}),
+])
+def test_the_restoring_merge_patch_puts_back_exactly_what_was_there(
+        affinity: Any, strategy: Any, restored_affinity: Any, restored_strategy: Any) -> None:
+    fleet = InstalledFleet()
+    fleet._original = {"affinity": affinity, "updateStrategy": strategy}
+    patch = fleet._restore_patch()
+    assert patch == {"spec": {"updateStrategy": restored_strategy, "template": {"spec": {"affinity": restored_affinity}}}}
+
+
+def test_what_an_external_driver_lacks_on_each_backend() -> None:
+    assert {"restart-driver", "kill-node"} <= lacking("external", "kubeconfig", False).keys()
+    assert "restart-driver" not in lacking("external", "kubeconfig", False, daemon_set=True)
+    assert "kill-node" in lacking("external", "kubeconfig", False, daemon_set=True)
+    on_kind = lacking("external", "kind", False)
+    assert not {"restart-driver", "kill-node"} & on_kind.keys()
+    assert {"fake-driver", "fake-nodes", "local-backend"} <= on_kind.keys()
+    assert "kill-node" not in lacking("external", "local", False)  # draguard's own node agents
+    assert not {"restart-driver", "kill-node"} & lacking("fake", "kubeconfig", False).keys()
+
+
+SCENARIO = """apiVersion: draguard.dev/v1alpha1
+kind: Scenario
+metadata: {name: s}
+spec:
+  cluster: {backend: kind}
+  driver: {kind: external, name: test-driver.cdi.k8s.io, deviceClass: draguard-test-driver}
+  nodes:
+    - name: w1
+  workloads:
+    - name: llm
+      replicas: 1
+      claims:
+        - name: gpus
+          requests: [{name: gpu, deviceClassName: draguard-test-driver, count: 1}]
+  timeline:
+    - name: down
+      at: 1s
+      fault: driver-down
+      target: {node: w1}
+      params: {duration: 5s}
+    - name: lost
+      at: 2s
+      fault: node-loss
+      target: {node: w1}
+      params: {duration: 5s}
+"""
+
+
+def test_driver_and_node_chaos_validate_on_kind_and_are_refused_on_kubeconfig_with_the_reason() -> None:
+    sc = parse_scenario(SCENARIO, "s.yaml")
+    assert sc.cluster.backend == "kind" and sc.cluster.kind_cluster == "default"
+    problems, _ = problems_of(SCENARIO.replace("backend: kind", "backend: kubeconfig"), "s.yaml")
+    text = [str(p) for p in problems]
+    assert any(p.startswith("s.yaml:18:14: spec.timeline[0].fault: fault 'driver-down' cannot run here: it needs "
+                            "restart-driver") for p in text), text
+    assert any(p.startswith("s.yaml:23:14: spec.timeline[1].fault: fault 'node-loss' cannot run here: it needs "
+                            "kill-node, but spec.cluster.backend is kubeconfig") for p in text), text
+    named = SCENARIO.replace("backend: kind", "backend: kubeconfig").replace(
+        "deviceClass: draguard-test-driver}", "deviceClass: draguard-test-driver,\n           daemonSet: {namespace: ns, name: drv}}")
+    problems, _ = problems_of(named, "s.yaml")
+    assert [str(p) for p in problems if "driver-down" in str(p)] == []
+    assert parse_scenario(named.replace("\n    - name: lost\n      at: 2s\n      fault: node-loss\n      target: {node: w1}\n"
+                                        "      params: {duration: 5s}\n", "\n"), "s.yaml").driver.daemon_set == ("ns", "drv")
+
+
+def test_backend_kind_refuses_the_fake_driver_and_a_daemonset_of_the_fake_driver() -> None:
+    fake = SCENARIO.replace("  driver: {kind: external, name: test-driver.cdi.k8s.io, deviceClass: draguard-test-driver}\n", "")
+    problems, _ = problems_of(fake, "s.yaml")
+    assert any("spec.cluster.backend: backend kind runs a driver installed in the kind cluster" in str(p) for p in problems), problems
+    local = SCENARIO.replace("backend: kind", "backend: local").replace(
+        "deviceClass: draguard-test-driver}", "deviceClass: draguard-test-driver, daemonSet: {namespace: a, name: b}}")
+    problems, _ = problems_of(local, "s.yaml")
+    assert any("'daemonSet' names a driver installed in a cluster" in str(p) for p in problems), problems
+
+
+def _facts(daemonset: str | None, kind: bool) -> ClusterFacts:
+    devices = {"w1": tuple(f"d{i}" for i in range(8)), "w2": tuple(f"d{i}" for i in range(8))}
+    return ClusterFacts(devices, frozenset(), {"w1": frozenset(), "w2": frozenset()}, False, daemonset, kind)
+
+
+@pytest.mark.parametrize("name, needs", [("driver-restart-mid-gang", "restart-driver"), ("node-loss-returns", "kill-node")])
+def test_a_library_scenario_with_driver_or_node_chaos_applies_where_the_cluster_offers_it(name: str, needs: str) -> None:
+    from pathlib import Path
+
+    from draguard.harness.scenario.loader import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / f"{name}.yaml")
+    target = RunTarget("test-driver.cdi.k8s.io", "cls", allow_destructive=True)
+    without, _ = decide(sc, target, _facts(None, False))
+    assert any(needs in r or ("restart" in r if needs == "restart-driver" else "node" in r) for r in without), without
+    offered = _facts("ns/drv", True)
+    assert needs in offered.offers()
+    with_it, _ = decide(sc, target, offered)
+    assert not [r for r in with_it if "DaemonSet" in r or "its own nodes" in r], with_it
