@@ -3,7 +3,7 @@
 Hands the scenario file to :func:`draguard.harness.campaign.explore.explore`, which starts one local
 control plane, lets Hypothesis draw plans of faults against the scenario's fleet and workloads, runs
 each as a scenario, shrinks a plan that violated an invariant and writes it as a scenario file into
-the report folder; each failing example's and replay's result is rendered there by
+the report folder; each failing or errored example's and each replay's result is rendered there by
 ``draguard.reports`` (``json``: ``examples/<n>/verdict.json``, its timeline and what the run recorded;
 ``draguard report`` renders the rest). Prints one line per example and a summary.
 

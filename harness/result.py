@@ -220,8 +220,8 @@ class RunRecord:
         return path
 
     def existing(self) -> list[RecordedFile]:
-        """The files the run did write."""
-        return [f for f in self.files if f.path.exists()]
+        """The files the run did write, each name once (the last path asked for it)."""
+        return [f for f in {f.name: f for f in self.files}.values() if f.path.exists()]
 
     def discard(self) -> None:
         """Remove the record's folder, and the run's folder above it once nothing else is left there."""

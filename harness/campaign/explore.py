@@ -31,8 +31,8 @@ run and cannot turn flaky.
 
 What goes into the output folder (``out``): the scenario files found, written here through
 :mod:`draguard.harness.scenario.write` (a scenario document is explore's product, the input of later
-runs, not a run's evidence), and the reports of failing examples (``examples/<n>/``) and of the
-replays (``replays/<name>/``), rendered by the ``report`` callable the caller passes (the CLI passes
+runs, not a run's evidence), and the reports of failing examples and of those in error
+(``examples/<n>/``) and of the replays (``replays/<name>/``), rendered by the ``report`` callable the caller passes (the CLI passes
 ``draguard.reports``'s ``json`` format); the runs themselves write nothing there. Without ``report``, and
 for every example that held, what a run recorded is discarded with its run.
 
@@ -523,12 +523,12 @@ class Explorer:
             raise HarnessError(f"example {k} (run {runner.run_id}) left {', '.join(left[:5])} behind on the "
                                "shared control plane; the search cannot go on")
         if result.error is not None:
-            self._keep(runner.run_id, result, None)
+            self._keep(runner.run_id, result, self.out / "examples" / str(k))
             self.result.errors += 1
             self.progress(f"[{k}] {result.duration:.0f}s error: {result.error} ({describe_plan(plan)})")
             return _Outcome(error=result.error)
         bad = violated(result)
-        self._keep(runner.run_id, result, self.out / "examples" / str(k) if bad else None)  # only failing ones
+        self._keep(runner.run_id, result, self.out / "examples" / str(k) if bad else None)  # not the ones that held
         verdict = f"VIOLATED {', '.join(bad)}" if bad else "held"
         self.progress(f"[{k}] {result.duration:.0f}s {verdict}: {describe_plan(plan)}")
         return _Outcome(tuple(bad), _evidence(result, bad[0]) if bad else "")

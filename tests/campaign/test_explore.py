@@ -176,6 +176,13 @@ def test_a_search_finds_forget_before_reset_and_its_file_fails_on_replay_with_no
     assert written.driver.mutant == "forget-before-reset"
     assert any(step.fault == "reset-failure" for step in written.timeline)
     assert written.expect == load_scenario(PLAIN).expect
+    # Failing examples and the replay keep their reports (rendered by draguard.reports, with what each
+    # run recorded); the examples that held keep nothing, and no run leaves its state folder behind.
+    assert sorted(out.glob("examples/*/verdict.json")), sorted(out.rglob("*"))
+    replay = out / "replays" / "plain-gang-no-leak"
+    assert (replay / "verdict.json").is_file() and (replay / "plain-gang-no-leak" / "devices").is_dir()
+    runs = tmp_path / "state" / "draguard" / "runs"
+    assert not runs.exists() or not list(runs.iterdir()), list(runs.iterdir())
     # An ordinary `draguard run` of the file, on a control plane of its own, fails on the same invariant.
     report = tmp_path / "replay"
     assert main(["run", str(files[0]), "--report-dir", str(report), "--report", "json"]) == 1

@@ -38,6 +38,9 @@ def test_a_caught_mutant_and_a_passing_correct_driver_exit_0_with_the_matrix_wri
     assert json.loads(doc.with_suffix(".json").read_text()) == matrix.as_dict()
     assert "[2/2]" in captured.err and f"kill matrix: {(out / 'kill-matrix.json').resolve()}" in captured.out
     assert not list((tmp_path / "state" / "draguard" / "clusters").glob("*/cluster.json"))
+    # what each cell's run recorded is placed beside the matrix, and no run folder is left
+    assert all(list((out / m / scenario / "devices").glob("*.json")) for m in ("none", mutant))
+    assert not list((tmp_path / "state" / "draguard" / "runs").glob("*"))
     # measured in parts: --from-json merges and renders without running anything
     assert main(["mutants", "--from-json", str(out / "kill-matrix.json"), "--doc", str(tmp_path / "again.md")]) == 0
     assert (tmp_path / "again.md").read_text() == doc.read_text()

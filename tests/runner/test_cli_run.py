@@ -143,6 +143,9 @@ def test_parallel_runs_each_scenario_on_its_own_cluster_and_keeps_their_order(tm
     assert unjudged["status"] == "not-checked" and unjudged["required"] is False and "interposer" in unjudged["note"]
     assert "2 scenario(s), 2 at a time" in err and "incomplete-cdi-spec: met in" in err
     assert not list((tmp_path / "state" / "draguard" / "clusters").glob("*/cluster.json"))  # both torn down
+    # what each process's run recorded is placed by the render in this one, and no run folder is left
+    assert all(list((out / n / "devices").glob("*.json")) for n in names)
+    assert not list((tmp_path / "state" / "draguard" / "runs").glob("*"))
 
 
 @pytest.mark.cluster
@@ -160,6 +163,7 @@ def test_repeat_writes_each_run_and_the_verdict_rates(tmp_path: Path, capsys: py
     for i in (1, 2):
         verdict = json.loads((out / name / f"run-{i}" / "verdict.json").read_text())
         assert verdict["exitCode"] == 0 and verdict["scenarios"][0]["name"] == name
+        assert list((out / name / f"run-{i}" / name / "devices").glob("*.json"))  # what the run recorded
     assert f"rates: {(out / name / 'repeat.json').resolve()}" in captured.out
     assert f"{name}: run 2 of 2" in captured.err and "violated 2/2" in captured.err  # the rates table
     assert not list((tmp_path / "state" / "draguard" / "clusters").glob("*/cluster.json"))  # both torn down
