@@ -16,6 +16,7 @@ the fake driver only: validation refuses it for an external one).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,25 @@ def test_the_devices_a_prepare_answers_are_judged_against_the_allocation(misbeha
         assert f"answered gpu-node-0/{MIRROR[allocated]}, which the allocation does not name" in v.message, v.message
         assert f"did not answer allocated gpu-node-0/{allocated}" in v.message, v.message
         assert set(v.devices) == {f"gpu.draguard.dev/gpu-node-0/{d}" for d in (allocated, MIRROR[allocated])}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("mutant", [None, "non-idempotent-prepare"])
+def test_a_repeated_prepare_is_compared_with_the_first_answer_after_a_node_agent_restart(mutant: str | None) -> None:
+    """node-agent-restart behind the interposer: the restarted agent prepares again the claims whose
+    prepare it had not recorded as done. The correct driver answers as the first time; non-idempotent-prepare
+    answers new CDI IDs, which only the recorded answers show (the call itself succeeds)."""
+    text = (ROOT / "scenarios" / "node-agent-restart.yaml").read_text()
+    driver = "{interpose: true" + (f", mutant: {mutant}" if mutant else "") + "}"
+    text = text.replace("  seed: 11\n", f"  seed: 11\n  driver: {driver}\n", 1)
+    result = Runner(parse_scenario(text, "node-agent-restart.yaml"), RunOptions(backend="local")).run()
+    assert result.error is None, result.error
+    found = result.invariants["prepare-idempotent"]
+    assert result.invariants["prepared-devices-allocated"].status == "held", result.invariants["prepared-devices-allocated"]
+    if mutant is None:
+        assert found.status == "held" and result.ok, (found, result.shortfalls)
+        return
+    assert found.status == "violated" and found.violations, found
+    for v in found.violations:
+        assert "answered a repeated prepare of ResourceClaim" in v.message and "named others" in v.message, v.message
+        assert re.search(r"-r\d+-gpu-\d", v.message), v.message  # the CDI IDs of its re-preparation
