@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from draguard.harness.campaign.selfcheck import run_allocation_check
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster.kind import engine, quirks
 from draguard.harness.cluster.kind.cluster import KindCluster, ensure_node_image, list_kind_clusters
+from draguard.harness.cluster.kind.image import upstream_driver_image
 from draguard.harness.cluster.local import (
     COMPONENT_ORDER,
     DEFAULT_CLIENT_BURST,
@@ -168,6 +170,20 @@ def kind_image() -> None:
         if eng.private and not list_kind_clusters():  # started only for this: leave nothing running
             engine.PrivateDockerd().stop(_progress)
     _err.print(f"node image ready in {time.monotonic() - started:.1f}s")
+    click.echo(tag)
+
+
+@command.command("kind-driver-image")
+@name_option
+def kind_driver_image(name: str) -> None:
+    """Build the upstream DRA test driver's image and load it into a kind cluster's nodes, for
+    deploy/dra-test-driver.yaml; print its tag."""
+    cluster = KindCluster(name, progress=_progress)
+    if KindCluster.of_kubeconfig(cluster.kubeconfig) is None:
+        raise UsageError(f"kind cluster {name!r} is not up; `draguard cluster up --backend kind --name {name}` first")
+    with tempfile.TemporaryDirectory() as tmp:
+        tag, archive = upstream_driver_image(Path(tmp) / "dra-test-driver.tar", progress=_progress)
+        cluster.load_image_archive(archive)
     click.echo(tag)
 
 

@@ -21,7 +21,7 @@ from draguard import reports
 from draguard.harness.campaign.dry_run import plan_of
 from draguard.harness.campaign.parallel import check_parallel
 from draguard.harness.campaign.repeat import repeat_scenarios
-from draguard.harness.campaign.retarget import Retargeting, retargeting
+from draguard.harness.campaign.retarget import Retargeting, refuse_destructive, retargeting
 from draguard.harness.campaign.scenarios import run_scenarios
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.driver.external import TEST_DRIVER_NAME
@@ -85,9 +85,14 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
         retarget = retargeting(driver_name, device_class, backend, kube)
         if retarget.facts is not None:
             _err.print(f"driver {driver_name} (DeviceClass {device_class}): {retarget.facts.describe()}; attributes: "
-                       f"{', '.join(sorted(retarget.facts.attributes)) or 'none'}", highlight=False)
+                       f"{', '.join(sorted(retarget.facts.attributes)) or 'none'}; {retarget.facts.reach()}", highlight=False)
         if not retarget.target.local:
             backend, kubeconfig = ("kind" if backend == "kind" else "kubeconfig"), retarget.kubeconfig
+    if retarget is None:  # as written, on a cluster draguard did not bring up: destructive steps need consent
+        for sc in loaded:
+            if (backend or sc.cluster.backend) == "kubeconfig":
+                path = kube.kubeconfig or (Path(sc.cluster.kubeconfig) if sc.cluster.kubeconfig else None)
+                refuse_destructive([sc], KubeTarget(path, kube.context or sc.cluster.context, kube.allow_context))
     if backend == "kind" and retarget is None:
         fake = [sc.name for sc in loaded if sc.driver.kind == "fake"]
         if fake:

@@ -39,17 +39,19 @@ from draguard.harness.kube import ApiError, Kube
 from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
-from draguard.harness.scenario.types import Driver, EvidenceRule, Expectations, Node, Request, Scenario, Step
+from draguard.harness.scenario.types import Driver, EvidenceRule, Node, Request, Scenario, Step
 from draguard.harness.fleet.installed import find_daemonset
 from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes, scenario_devices
 
-__all__ = ["RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
+__all__ = ["refuse_destructive", "kind_kubeconfig", "RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
            "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
 
 DESTRUCTIVE: Mapping[str, str] = {
     "drain-node": "cordons a node and evicts pods from it",
     "device-taint": "taints a device of the cluster with a DeviceTaintRule",
     "load": "floods the cluster with claims and pods",
+    "driver-restart": "deletes the installed driver's pod on a node",
+    "driver-down": "patches the installed driver's DaemonSet to take it off a node",
 }
 """Steps that touch more than the run's own objects: on a cluster draguard does not own they need
 ``--allow-context`` (as ``draguard load`` does)."""
@@ -106,8 +108,13 @@ class ClusterFacts:
 
     def describe(self) -> str:
         nodes = ", ".join(f"{n}: {len(d)}" for n, d in sorted(self.devices.items())) or "none"
-        where = (f"; DaemonSet {self.daemonset}" if self.daemonset else "") + ("; kind nodes" if self.kind_nodes else "")
-        return f"devices per node: {nodes}{where}"
+        return f"devices per node: {nodes}"
+
+    def reach(self) -> str:
+        """How steps reach the driver and the nodes here."""
+        return (f"driver restarted through DaemonSet {self.daemonset}" if self.daemonset else
+                "no DaemonSet of the driver found (no driver restarts)") + (
+                "; nodes are kind containers (node restarts and losses)" if self.kind_nodes else "")
 
 
 @dataclass(frozen=True)
@@ -321,10 +328,9 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
     # On its own control plane draguard starts the scenario's nodes with as many devices (topology kept
     # for the count); on a cluster the scenario's nodes become the cluster's.
     nodes = sc.nodes if target.local else tuple(Node(plan.nodes[n.name], n.group, {}, None, "cluster") for n in sc.nodes)
-    expect = Expectations(hold=tuple(n for n in sc.expect.hold if n not in NOT_JUDGED),
-                          violate=sc.expect.violate,
-                          evidence=tuple(_evidence(e, plan.nodes) for e in sc.expect.evidence),
-                          progress=sc.expect.progress)
+    expect = dataclasses.replace(sc.expect, hold=tuple(n for n in sc.expect.hold if n not in NOT_JUDGED),
+                                 evidence=tuple(_evidence(e, plan.nodes) for e in sc.expect.evidence),
+                                 unnamed=tuple(n for n in sc.expect.unnamed if n not in NOT_JUDGED))
     mapped = ", ".join(f"{a} -> {b}" for a, b in plan.nodes.items())
     return dataclasses.replace(
         sc,
@@ -351,6 +357,22 @@ def not_applicable_result(sc: Scenario, reasons: list[str], target: RunTarget) -
     result.not_applicable = f"not applicable on driver {target.driver}: " + "; ".join(reasons)
     result.environment = {"driver": {"name": target.driver, "kind": "external", "deviceClass": target.device_class}}
     return result
+
+
+def refuse_destructive(scenarios: list[Scenario], kube: KubeTarget) -> None:
+    """Scenarios run as written on a cluster draguard did not bring up: refuse, before anything runs, a
+    step that touches more than the run's own objects (:data:`DESTRUCTIVE`) unless ``--allow-context``
+    names the kubeconfig's active context (UsageError: exit 2)."""
+    if kube.is_local():
+        return
+    steps = [f"{sc.name}: step {st.name} ({st.fault}) {DESTRUCTIVE[st.fault]}"
+             for sc in scenarios for st in sc.timeline if st.fault in DESTRUCTIVE]
+    if not steps:
+        return
+    active = kube.active_context()
+    if kube.allow_context != active:
+        raise UsageError(f"refusing to disturb context {active!r} of {kube.path()}: " + "; ".join(steps[:5])
+                         + f"; pass --allow-context {active} to allow it")
 
 
 def kind_kubeconfig(kube: KubeTarget, name: str = "default") -> Path:

@@ -116,6 +116,9 @@ class Fleet:
     name: ClassVar[str] = ""
     capabilities: ClassVar[frozenset[str]] = frozenset()
     """Names from :data:`FLEET_CAPABILITIES`."""
+    republish_grace: ClassVar[float] = 0.0
+    """Seconds the cleanup phase waits, at most, for the driver's whole inventory to be published again
+    before no-leak compares it (0: the fleet's drivers publish at once)."""
 
     def __init__(self) -> None:
         self.drivers: dict[str, FakeDriverProcess] = {}

@@ -33,7 +33,7 @@ from draguard.harness.core.paths import runs_dir
 from ..cluster.local import LocalCluster
 from ..devices.truth import DeviceTruth
 from ..driver.inflight import in_flight
-from ..invariants import judged
+from ..invariants import DeviceId, judged
 from ..judge import Judge
 from ..result import ScenarioResult, TimelineEvents
 from .context import RunHandles
@@ -82,6 +82,7 @@ def cleanup(h: RunHandles, judge: Judge, timeout: float, result: ScenarioResult,
     while judge.calls_in_flight() and time.monotonic() < deadline:
         time.sleep(0.2)
     busy = {n: in_flight(p.plugin_dir) for n, p in h.fleet.drivers.items() if in_flight(p.plugin_dir)}
+    _wait_republished(h, judge, log)
     h.observer.wait_quiet(quiet=1.0, timeout=5.0)
     log("consumers gone" if gone else f"consumers not gone after {timeout:.0f}s"
         + (f"; calls still in flight: {busy}" if busy else ""))
@@ -94,6 +95,26 @@ def cleanup(h: RunHandles, judge: Judge, timeout: float, result: ScenarioResult,
     if dead:  # every step that stops a component starts it again: one that is down now died on its own
         raise HarnessError("the local control plane lost " + "; ".join(dead) + "\nwhat the run saw may be the "
                            "control plane's doing, not the driver's: the scenario is an error, not a verdict")
+
+
+def _wait_republished(h: RunHandles, judge: Judge, log: Callable[[str], None]) -> None:
+    """Give a driver that republishes its slices asynchronously (:attr:`Fleet.republish_grace`) the time to
+    have its whole inventory published again before no-leak compares it; say how long it took."""
+    grace = h.fleet.republish_grace
+    if not grace or not judge.inventory:
+        return
+
+    def republished() -> bool:
+        have = {DeviceId(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"])
+                for s in h.observer.objects("ResourceSlice") for d in s["spec"].get("devices") or []}
+        return judge.inventory <= have
+
+    t0 = time.monotonic()
+    if republished():
+        return
+    back = h.observer.wait_for(republished, grace)
+    log(f"the driver's devices published again after {time.monotonic() - t0:.0f}s" if back else
+        f"the driver's devices not all published again after {grace:.0f}s")
 
 
 def teardown(h: RunHandles | None, cluster: LocalCluster | None, result: ScenarioResult,

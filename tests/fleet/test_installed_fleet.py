@@ -133,3 +133,27 @@ def test_a_library_scenario_with_driver_or_node_chaos_applies_where_the_cluster_
     assert needs in offered.offers()
     with_it, _ = decide(sc, target, offered)
     assert not [r for r in with_it if "DaemonSet" in r or "its own nodes" in r], with_it
+
+
+def test_a_destructive_step_on_a_cluster_draguard_did_not_bring_up_needs_allow_context(tmp_path: Any) -> None:
+    from draguard.harness.campaign.retarget import refuse_destructive
+    from draguard.harness.cluster.target import KubeTarget
+    from draguard.harness.core.errors import UsageError
+
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\nkind: Config\ncurrent-context: prod\nclusters: [{name: c, cluster: {server: "
+                      "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: prod, context: "
+                      "{cluster: c, user: u}}]\n")
+    text = SCENARIO.replace("backend: kind", "backend: kubeconfig").replace(
+        "deviceClass: draguard-test-driver}", "deviceClass: draguard-test-driver, daemonSet: {namespace: ns, name: drv}}")
+    text = text.replace("    - name: lost\n      at: 2s\n      fault: node-loss\n      target: {node: w1}\n"
+                        "      params: {duration: 5s}\n", "")
+    sc = parse_scenario(text, "s.yaml")
+    with pytest.raises(UsageError) as refused:
+        refuse_destructive([sc], KubeTarget(config))
+    assert "refusing to disturb context 'prod'" in str(refused.value)
+    assert "step down (driver-down) patches the installed driver's DaemonSet" in str(refused.value)
+    assert "--allow-context prod" in str(refused.value)
+    with pytest.raises(UsageError):
+        refuse_destructive([sc], KubeTarget(config, allow_context="staging"))
+    refuse_destructive([sc], KubeTarget(config, allow_context="prod"))  # allowed: nothing raised

@@ -231,3 +231,14 @@ def test_what_names_the_fake_drivers_devices_classes_or_load_is_not_applicable()
     assert any(r.startswith("step churn (load) names device class gpu.draguard.dev of the fake driver") for r in reasons)
     assert any(r.startswith("step churn (load) names sharing MPS of the fake driver") for r in reasons)
     assert any("serves extended resource example.com/gpu" in r for r in reasons)
+
+
+def test_a_retargeted_scenario_keeps_what_it_ignores_and_why() -> None:
+    """force-delete-driver-down removes a gang member on purpose and ignores gang-atomic with a reason;
+    retargeted, it must not fail on that violation (it did: retarget dropped expect.ignore)."""
+    sc = load_scenario(LIBRARY / "force-delete-driver-down.yaml")
+    reasons, plan = decide(sc, TARGET, dataclasses.replace(FACTS, daemonset="ns/driver"))
+    assert plan is not None, reasons
+    out = retarget(sc, TARGET, plan)
+    assert out.expect.ignored == sc.expect.ignored and "gang-atomic" in out.expect.ignored
+    assert out.expect.violate == sc.expect.violate and out.expect.progress == sc.expect.progress
