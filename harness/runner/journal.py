@@ -7,7 +7,8 @@ run started, deletes every object carrying the run label, and removes the journa
 
 Entry kinds:
 
-- ``run``: the run started (kubeconfig, namespace, label);
+- ``run``: the run started (kubeconfig, namespace, label, and the process that runs it: a journal
+  whose process still runs belongs to a run in progress, which ``draguard cleanup`` leaves alone);
 - ``process``: a process started (pid, what it is) so cleanup can stop it;
 - ``fault``: a fault is about to be applied, with its undo (``UndoAction``: a kind and arguments that
   :data:`UNDO_HANDLERS` knows how to replay without the run's memory);
@@ -22,6 +23,8 @@ import os
 import threading
 import time
 from collections.abc import Callable
+
+import psutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +119,7 @@ class Journal:
 
     def run_started(self, kubeconfig: str | None, namespace: str, label: str, cluster_dir: str | None) -> None:
         self.write({"entry": "run", "kubeconfig": kubeconfig, "namespace": namespace, "label": label,
-                    "clusterDir": cluster_dir})
+                    "clusterDir": cluster_dir, "owner": _owner(os.getpid())})
 
     def process(self, pid: int, what: str) -> None:
         self.write({"entry": "process", "pid": pid, "what": what})
@@ -130,6 +133,25 @@ class Journal:
     def close(self) -> None:
         """The run cleaned up after itself: nothing is left to recover."""
         self.path.unlink(missing_ok=True)
+
+
+def _owner(pid: int) -> dict[str, Any]:
+    """The process writing a journal: its pid and start time (a pid alone may be reused)."""
+    try:
+        return {"pid": pid, "started": psutil.Process(pid).create_time()}
+    except psutil.Error:
+        return {"pid": pid, "started": None}
+
+
+def still_running(entries: list[dict[str, Any]]) -> int | None:
+    """The pid of the process that writes this journal when it is still running (a run in progress,
+    not one that crashed), else None."""
+    run = next((e for e in entries if e.get("entry") == "run"), {})
+    owner = run.get("owner") or {}
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid == os.getpid() or not pid_alive(pid):
+        return None
+    return pid if _owner(pid).get("started") == owner.get("started") else None
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -165,9 +187,13 @@ def delete_labelled(kube: Kube, run_id: str) -> list[str]:
 
 
 def recover(path: Path, kubeconfig: str | None = None, log: Callable[[str], None] = print) -> list[str]:
-    """Undo what one journal describes; returns what was done. Safe to run twice."""
+    """Undo what one journal describes; returns what was done. Safe to run twice. A journal whose run is
+    still in progress (its process alive) is left alone: that run cleans up after itself."""
     entries = read(path)
     done: list[str] = []
+    running = still_running(entries)
+    if running is not None:
+        return [f"still running (pid {running}): left alone"]
     run = next((e for e in entries if e.get("entry") == "run"), {})
     kube: Kube | None = None
     config = kubeconfig or run.get("kubeconfig")

@@ -35,3 +35,34 @@ def test_undone_faults_are_not_undone_twice_and_a_torn_last_line_is_ignored(tmp_
     marker.write_text("new state after the undo")
     assert recover(journal.path, log=lambda m: None) == []
     assert marker.exists()
+
+
+def test_the_journal_of_a_run_in_progress_is_left_alone_until_its_process_is_gone(tmp_path: Path) -> None:
+    """``draguard cleanup`` beside a run in progress (another terminal, a parallel test) must not undo its
+    faults or stop its processes: that run cleans up after itself. Once its process is gone (a crash,
+    SIGKILL), the journal is replayed as before. A reused pid (another start time) is not the owner."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    marker = tmp_path / "fault"
+    marker.write_text("faulty")
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        journal = Journal("live", tmp_path)
+        journal.write({"entry": "run", "kubeconfig": None, "namespace": "ns", "label": "live", "clusterDir": None,
+                       "owner": {"pid": owner.pid, "started": psutil.Process(owner.pid).create_time()}})
+        journal.fault("s", "reset-failure", UndoAction("write-file", {"path": str(marker), "content": "healthy"}))
+        assert recover(journal.path, log=lambda m: None) == [f"still running (pid {owner.pid}): left alone"]
+        assert marker.read_text() == "faulty" and journal.path.exists()
+
+        reused = Journal("reused", tmp_path)  # the same pid, but not the process that started the run
+        reused.write({"entry": "run", "label": "reused", "owner": {"pid": owner.pid, "started": 1.0}})
+        assert recover(reused.path, log=lambda m: None) == []
+        assert not reused.path.exists()
+    finally:
+        owner.kill()
+        owner.wait()
+    assert recover(journal.path, log=lambda m: None) == ["undid reset-failure (s)"]
+    assert marker.read_text() == "healthy" and not journal.path.exists()
