@@ -22,6 +22,7 @@ from draguard.harness.campaign.dry_run import plan_of
 from draguard.harness.campaign.parallel import check_parallel
 from draguard.harness.campaign.repeat import repeat_scenarios
 from draguard.harness.campaign.retarget import Retargeting, refuse_destructive, retargeting
+from draguard.harness.campaign.retarget import retarget as retarget_scenario
 from draguard.harness.campaign.scenarios import run_scenarios
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.driver.external import TEST_DRIVER_NAME
@@ -112,6 +113,10 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
                 reasons, plan = retarget.decide(sc)
                 click.echo(f"{sc.name}: " + ("not applicable: " + "; ".join(reasons) if plan is None else
                            "applicable; nodes " + ", ".join(f"{a} -> {b}" for a, b in plan.nodes.items())))
+                if plan is not None and not retarget.target.local:  # what it would create and touch there
+                    facts = retarget.facts
+                    print_plan(plan_of(retarget_scenario(sc, retarget.target, plan), seed,
+                                       facts.driver_pods if facts is not None else None, backend))
         return
     settings: dict[str, Any] = {"backend": backend, "kubeconfig": kubeconfig, "context": kube.context, "seed": seed,
                 "bin_dir": bin_dir, "progress": RunProgress(_err)}

@@ -68,6 +68,8 @@ def print_plan(plan: ScenarioPlan, console: Console | None = None) -> None:
                 else f"when {st.when}")  # fmt: skip
         line(f"  step {st.name}: {st.fault} {when} target={st.target or 'default'} "
              f"(random choices drawn with seed {plan.seed}:{st.index})")  # fmt: skip
+        for touched in st.touches:
+            line(f"    touches {touched}")
     line(f"  expect hold={list(plan.hold)} violate={list(plan.violate)}")
     for invariant, reason in plan.ignore:
         line(f"  expect ignore {invariant}: {reason}")

@@ -209,6 +209,8 @@ class PlannedStep:
     """The condition of a ``when`` step."""
     target: str | None = None
     """The step's target, None for the fault's default."""
+    touches: tuple[str, ...] = ()
+    """What the step may touch, each a line: nodes, the run's pods, the driver's pods (the blast radius)."""
 
 
 @dataclass(frozen=True)

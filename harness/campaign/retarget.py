@@ -101,6 +101,8 @@ class ClusterFacts:
     """``namespace/name`` of the DaemonSet running the driver (steps restart and stop the driver through it)."""
     kind_nodes: bool = False
     """Whether the nodes are containers of draguard's kind cluster (steps restart and lose them)."""
+    driver_pods: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """Node -> ``namespace/name`` of the driver's DaemonSet pods there (what driver steps would touch)."""
 
     def offers(self) -> set[str]:
         """The fleet capabilities (``draguard.harness.fleet``) this cluster gives the driver's steps."""
@@ -163,13 +165,20 @@ def detect(kube: Kube, target: RunTarget, kubeconfig: str | None = None) -> Clus
     except (ApiError, HarnessError):
         podgroups = False
     allocatable = {n: frozenset((obj.get("status") or {}).get("allocatable") or {}) for n, obj in nodes.items()}
+    pods: dict[str, list[str]] = {}
     try:
         ds = find_daemonset(kube, target.driver)
-    except ApiError:  # not allowed to list DaemonSets: no driver chaos
+        if ds is not None:
+            labels = (ds.get("spec") or {}).get("selector", {}).get("matchLabels") or {}
+            ns = ds["metadata"]["namespace"]
+            for pod in kube.items("Pod", ns, label_selector=",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None):
+                pods.setdefault(pod["spec"].get("nodeName") or "", []).append(f"{ns}/{pod['metadata']['name']}")
+    except ApiError:  # not allowed to list DaemonSets or their pods: no driver chaos
         ds = None
     kind = KindCluster.of_kubeconfig(kubeconfig) is not None if kubeconfig else False
     return ClusterFacts({n: tuple(sorted(d)) for n, d in devices.items()}, frozenset(attributes), allocatable, podgroups,
-                        f"{ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else None, kind)
+                        f"{ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else None, kind,
+                        {n: tuple(sorted(p)) for n, p in pods.items()})
 
 
 def _demand(scenario: Scenario) -> int | None:

@@ -157,3 +157,21 @@ def test_a_destructive_step_on_a_cluster_draguard_did_not_bring_up_needs_allow_c
     with pytest.raises(UsageError):
         refuse_destructive([sc], KubeTarget(config, allow_context="staging"))
     refuse_destructive([sc], KubeTarget(config, allow_context="prod"))  # allowed: nothing raised
+
+
+def test_a_dry_run_names_the_blast_radius_of_each_step() -> None:
+    """--dry-run lists what each step may touch: the node(s), the run's pods, an installed driver's pods."""
+    from draguard.harness.campaign.dry_run import plan_of
+
+    sc = parse_scenario(SCENARIO, "s.yaml")
+    plan = plan_of(sc, driver_pods={"w1": ("drivers/drv-abc",), "w2": ("drivers/drv-def",)}, backend="kind")
+    assert plan.backend == "kind"
+    down, lost = plan.steps
+    assert down.touches == ("node w1", "the driver's pod(s) drivers/drv-abc")
+    assert lost.touches == ("node w1",)  # a node loss touches no driver pod itself
+    member = parse_scenario(SCENARIO.replace("      target: {node: w1}\n      params: {duration: 5s}\n    - name: lost",
+                                             "      target: {workload: llm, member: random}\n      params: {duration: 5s}\n"
+                                             "    - name: lost"), "s.yaml")
+    (down, _) = plan_of(member, driver_pods={"w1": ("drivers/drv-abc",)}).steps
+    assert down.touches == ("the node of one of llm-0, among w1", "one of the run's pods llm-0 (in the run's namespace)",
+                            "the driver's pod(s) drivers/drv-abc")
