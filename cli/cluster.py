@@ -63,6 +63,8 @@ def _parse_pairs(values: tuple[str, ...], what: str, boolean: bool) -> dict[str,
 
 
 name_option = click.option("--name", default="default", show_default=True, help="Cluster name (several may run at once).")
+backend_option = click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True,
+                              help="local: processes on this machine; kind: real nodes (kubelet, containerd, runc) in containers.")
 
 
 @click.group("cluster")
@@ -82,8 +84,7 @@ def command() -> None:
 @click.option("--max-requests-inflight", "inflight", type=click.IntRange(2, 100_000), default=None,
               help="kube-apiserver --max-requests-inflight (mutating: half) [default: the apiserver's, 400/200].")
 @click.option("--wait/--no-wait", default=False, help="Stay in the foreground until Ctrl-C, then tear down.")
-@click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True,
-              help="local: processes on this machine; kind: real nodes (kubelet, containerd, runc) in containers.")
+@backend_option
 @click.option("--workers", type=click.IntRange(0, 10), default=2, show_default=True, help="kind: worker nodes beside the control plane.")
 def up(name: str, bin_dir: str | None, feature_gates: tuple[str, ...], runtime_config: tuple[str, ...], qps: int,
        burst: int, inflight: int | None, wait: bool, backend: str, workers: int) -> None:  # fmt: skip
@@ -125,7 +126,7 @@ def _hold(cluster: LocalCluster | KindCluster, wait: bool) -> None:
 @name_option
 @click.option("--all", "all_", is_flag=True, help="Stop every local cluster.")
 @click.option("--purge", is_flag=True, help="Also remove the run directory (logs, certificates, etcd data).")
-@click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True)
+@backend_option
 def down(name: str, all_: bool, purge: bool, backend: str) -> None:
     """Stop a cluster; no process and no port is left behind."""
     if backend == "kind":
@@ -205,7 +206,7 @@ def status(name: str, as_json: bool) -> None:
 
 @command.command("kubeconfig")
 @name_option
-@click.option("--backend", type=click.Choice(["local", "kind"]), default="local", show_default=True)
+@backend_option
 def kubeconfig(name: str, backend: str) -> None:
     """Print the path of the cluster's admin kubeconfig."""
     if backend == "kind":
