@@ -41,9 +41,10 @@ from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Node, Request, Scenario, Step
 from draguard.harness.fleet.installed import find_daemonset
-from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, free_devices, pinned_nodes, scenario_devices
+from draguard.harness.fleet.coverage import (LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, coverage, free_devices, pinned_nodes,
+                                             scenario_devices)
 
-__all__ = ["refuse_destructive", "kind_kubeconfig", "RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
+__all__ = ["refuse_destructive", "kind_kubeconfig", "coverage", "RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
            "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
 
 DESTRUCTIVE: Mapping[str, str] = {
@@ -253,11 +254,12 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
         if w.gang == "podgroup" and not facts.podgroups:
             reasons.append(f"workload {w.name} is a PodGroup gang; the cluster does not serve "
                            "scheduling.k8s.io/v1beta1 podgroups (feature gate GenericWorkload)")
+    partial, not_judged = coverage(not target.local, target.local)
     for name in sc.expect.violate:
-        if name in NOT_JUDGED:
-            reasons.append(f"it expects {name} violated, which {NOT_JUDGED[name]}")
-        elif name in PARTIAL:
-            reasons.append(f"it expects {name} violated, which on an installed driver is {PARTIAL[name]}: the "
+        if name in not_judged:
+            reasons.append(f"it expects {name} violated, which {not_judged[name]}")
+        elif name in partial:
+            reasons.append(f"it expects {name} violated, which on an installed driver is {partial[name]}: the "
                            "violation it reproduces may lie in the part left out")
     for rule in sc.expect.evidence:
         if rule.device is not None:
@@ -337,9 +339,10 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
     # On its own control plane draguard starts the scenario's nodes with as many devices (topology kept
     # for the count); on a cluster the scenario's nodes become the cluster's.
     nodes = sc.nodes if target.local else tuple(Node(plan.nodes[n.name], n.group, {}, None, "cluster") for n in sc.nodes)
-    expect = dataclasses.replace(sc.expect, hold=tuple(n for n in sc.expect.hold if n not in NOT_JUDGED),
+    _, not_judged = coverage(not target.local, target.local)
+    expect = dataclasses.replace(sc.expect, hold=tuple(n for n in sc.expect.hold if n not in not_judged),
                                  evidence=tuple(_evidence(e, plan.nodes) for e in sc.expect.evidence),
-                                 unnamed=tuple(n for n in sc.expect.unnamed if n not in NOT_JUDGED))
+                                 unnamed=tuple(n for n in sc.expect.unnamed if n not in not_judged))
     mapped = ", ".join(f"{a} -> {b}" for a, b in plan.nodes.items())
     return dataclasses.replace(
         sc,

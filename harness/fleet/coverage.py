@@ -15,7 +15,8 @@ from draguard.harness.driver.topology import preset
 from draguard.harness.kube import Kube, Obj
 from draguard.harness.scenario.types import Scenario
 
-__all__ = ["PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "scenario_devices", "pinned_nodes", "free_devices"]
+__all__ = ["PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "REAL_NODES", "coverage", "scenario_devices", "pinned_nodes",
+           "free_devices"]
 
 PARTIAL: Mapping[str, str] = {
     "no-leak": "judged from the API only (reservations, allocations, pods stuck deleting, the device inventory of "
@@ -41,6 +42,27 @@ NOT_JUDGED: Mapping[str, str] = {
                          "CDI IDs resolved); an installed driver's nodes do not expose it",
 }
 """Invariants that cannot be judged against an installed driver -> why."""
+
+REAL_NODES: Mapping[str, str] = {
+    "container-devices": "judged from what the nodes' container runtime reports in the pods' statuses (a container "
+                         "it could not create because a CDI device did not resolve); whether a device a container got "
+                         "was broken is not readable for an installed driver",
+}
+"""What real nodes (a kubelet and a container runtime: a cluster's own) let draguard judge of an invariant
+that :data:`NOT_JUDGED` lists for nodes without a runtime."""
+
+
+def coverage(real_nodes: bool, node_files: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """(invariant -> what is left out, invariant -> why it is not judged) for a driver draguard did not
+    write: on the cluster's own nodes with a container runtime (``real_nodes``), and where draguard reads
+    the upstream test driver's CDI specs on the nodes (``node_files``)."""
+    partial = dict(LOCAL_PARTIAL if node_files else PARTIAL)
+    not_judged = dict(NOT_JUDGED)
+    if real_nodes:
+        partial.update(REAL_NODES)
+        for name in REAL_NODES:
+            not_judged.pop(name, None)
+    return partial, not_judged
 
 def scenario_devices(scenario: Scenario) -> dict[str, int]:
     """Scenario node -> how many devices its fake topology has (0 when it has none)."""

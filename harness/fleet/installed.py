@@ -101,6 +101,7 @@ class InstalledFleet(Fleet):
     name = "installed"
     capabilities = frozenset({"restart-driver", "kill-node"})
     """At most these: :meth:`offers` says which this cluster has."""
+    real_nodes = True
     republish_grace = 90.0
     """A kubelet that starts wipes its node's ResourceSlices until the drivers register again
     (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, NewDRAPluginManager), and a driver built on

@@ -5,6 +5,12 @@ fake node's runtime resolves every CDI device ID the driver returned against the
 (:mod:`draguard.harness.cdi`) and records, in the device truth, each container it could not
 create (an ID that resolves to nothing: an incomplete or missing CDI spec) and each container that
 got a device whose last reset had failed. Both are violations.
+
+On real nodes the runtime is the judge: containerd resolves a container's CDI devices when it
+creates it and fails the creation when one does not resolve ("CDI device injection failed:
+unresolvable CDI devices ...", containerd pkg/cdi/oci_opt.go; the kubelet reports it as the
+container's ``CreateContainerError`` in the pod's status). Such a container of the run's pods is a
+violation too, whatever the driver.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ NAME = "container-devices"
 @INVARIANTS.register(NAME, summary="Every container gets the devices prepared for its claims: each CDI device ID "
                      "resolves on its node, and no device it gets is broken.", judged="continuously")  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
-    out: list[Violation] = []
+    out: list[Violation] = _refused_by_the_runtime(snapshot)
     for t in snapshot.device_truth:
         seen: set[str] = set()
         for i in t.incidents:
@@ -32,3 +38,24 @@ def check(snapshot: Snapshot) -> list[Violation]:
             out.append(Violation(NAME, f"node {t.node}: {i.message} (device truth)", (f"Node/{t.node}", *pod),
                                  (snapshot.truth_device(t.node, i.device),) if i.device else (), snapshot.time))  # fmt: skip
     return out
+
+
+RUNTIME_REFUSED = ("CreateContainerError", "RunContainerError")
+"""Waiting reasons of a container the kubelet asked the runtime for and did not get."""
+
+
+def _refused_by_the_runtime(snapshot: Snapshot) -> list[Violation]:
+    out: list[Violation] = []
+    for pod in snapshot.pods:
+        md, status = pod["metadata"], pod.get("status") or {}
+        for cs in (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())):
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            message = str(waiting.get("message") or "")
+            if waiting.get("reason") in RUNTIME_REFUSED and "CDI" in message:
+                node = (pod.get("spec") or {}).get("nodeName") or "?"
+                out.append(Violation(
+                    NAME, f"node {node}: the container runtime could not create container {cs.get('name')} of pod "
+                          f"{md.get('namespace')}/{md['name']} with its CDI devices: {message[:400]}",
+                    (f"Pod/{md.get('namespace')}/{md['name']}", f"Node/{node}"), (), snapshot.time))
+    return out
+

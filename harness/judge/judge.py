@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from draguard.harness.core.errors import DraguardError
 from draguard.harness.core.fsio import StampedReads
 from draguard.harness.core.registry import INVARIANTS
-from draguard.harness.fleet.coverage import LOCAL_PARTIAL, NOT_JUDGED, PARTIAL
+from draguard.harness.fleet.coverage import coverage
 
 from ..devices.probe import FakeProbe
 from ..devices.truth import DeviceTruth, NodeTruth
@@ -352,11 +352,13 @@ class Judge:
             status: Status = "violated" if found else "held" if entry.name in self.checked else "not-checked"
             note = self._judgeable(entry.name)
             if self.scenario.driver.kind == "external":  # an installed driver: no books, no device truth
-                if entry.name in NOT_JUDGED:
-                    status, found, note = "not-checked", [], f"not checked on an installed driver: {NOT_JUDGED[entry.name]}"
-                elif entry.name in PARTIAL and status != "not-checked":
-                    local = self._run is not None and self._run.fleet.reads_node_files
-                    note = (LOCAL_PARTIAL if local else PARTIAL)[entry.name]
+                fleet = self._run.fleet if self._run is not None else None
+                partial, not_judged = coverage(fleet is not None and fleet.real_nodes,
+                                               fleet is not None and fleet.reads_node_files)
+                if entry.name in not_judged:
+                    status, found, note = "not-checked", [], f"not checked on an installed driver: {not_judged[entry.name]}"
+                elif entry.name in partial and status != "not-checked":
+                    note = partial[entry.name]
             result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, want.expected, found,
                                                             note, want.required, want.reason)
         for name in (*exp.hold, *exp.violate):

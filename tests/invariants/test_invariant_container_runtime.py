@@ -1,0 +1,32 @@
+"""container-devices on real nodes: a container the runtime could not create because a CDI device did not
+resolve is a violation, whatever the driver; other creation errors are not this invariant's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from draguard.harness.invariants import container_devices
+from draguard.harness.invariants.snapshot import Snapshot
+
+# What the kubelet reports when containerd's CDI injection fails (containerd pkg/cdi/oci_opt.go wraps the
+# CDI cache's "unresolvable CDI devices" error; the kubelet puts it in the container's waiting state).
+CDI_REFUSED = ("failed to create containerd container: CDI device injection failed: unresolvable CDI devices "
+               "k8s.io/test-driver=claim-5f3a-req-0")
+
+
+def _pod(name: str, reason: str, message: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}, "spec": {"nodeName": "w1"},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "main", "state": {"waiting": {"reason": reason, "message": message}}}]}}
+
+
+def test_a_container_the_runtime_could_not_create_with_its_cdi_devices_is_a_violation() -> None:
+    snapshot = Snapshot(time=3.0, pods=(_pod("llm-0", "CreateContainerError", CDI_REFUSED),
+                                        _pod("llm-1", "CreateContainerError", "failed to reserve container name"),
+                                        _pod("llm-2", "ContainerCreating", ""),
+                                        _pod("llm-3", "ImagePullBackOff", "CDI mentioned, but an image error")))
+    [v] = container_devices.check(snapshot)
+    assert v.invariant == "container-devices" and v.time == 3.0
+    assert v.message.startswith("node w1: the container runtime could not create container main of pod ns/llm-0 "
+                                "with its CDI devices: failed to create containerd container: CDI device injection failed")
+    assert v.objects == ("Pod/ns/llm-0", "Node/w1")
