@@ -306,9 +306,10 @@ def test_runner_touches_only_the_namespaces_it_labels(env: Env) -> None:
     _by_policy("draguard-runner-labelled-objects", lambda: runner.delete("Namespace", SYSTEM))
     # its own: created with the run label, as runner.py does
     runner.create_namespace(env.own, {RUN_LABEL: env.tag, **labels}, wait=True)
-    assert admin.get("Namespace", env.own)["metadata"]["labels"][RUN_LABEL] == env.tag  # type: ignore[index]
+    made = admin.get("Namespace", env.own)
+    assert made is not None and made["metadata"]["labels"][RUN_LABEL] == env.tag, made
     # cluster-scoped objects it creates: only labelled (a PriorityClass stands for them all)
-    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 1000,
+    pc: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 1000,
           "metadata": {"name": f"rbac-pc-{env.tag}", "labels": labels}}
     _by_policy("draguard-runner-labelled-objects", lambda: runner.create(pc))
     pc["metadata"]["labels"] = {RUN_LABEL: env.tag, **labels}
@@ -359,7 +360,8 @@ def test_runner_restarts_and_takes_down_only_the_drivers_daemonset(env: Env) -> 
     # driver-down: the DaemonSet's strategy and template patched, then put back
     runner.patch("DaemonSet", "dra-test-driver", {"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": None}}}, SYSTEM)
     runner.patch("DaemonSet", "dra-test-driver", {"spec": {"updateStrategy": {"type": "RollingUpdate"}}}, SYSTEM)
-    assert admin.get("DaemonSet", "dra-test-driver", SYSTEM)["spec"]["updateStrategy"]["type"] == "RollingUpdate"  # type: ignore[index]
+    ds = admin.get("DaemonSet", "dra-test-driver", SYSTEM)
+    assert ds is not None and ds["spec"]["updateStrategy"]["type"] == "RollingUpdate", ds
     # driver-restart: its pod deleted
     assert runner.delete("Pod", driver_pod["metadata"]["name"], SYSTEM, grace_seconds=0)
     # a DaemonSet the runner was not granted: not patched, and its pods not deleted
@@ -384,7 +386,8 @@ def test_runner_restarts_and_takes_down_only_the_drivers_daemonset(env: Env) -> 
 def test_runner_may_cordon_a_node_and_nothing_more(env: Env) -> None:
     admin, runner = env.admin, env.runner
     runner.patch("Node", env.node, {"spec": {"unschedulable": True}})
-    assert admin.get("Node", env.node)["spec"]["unschedulable"] is True  # type: ignore[index]
+    cordoned = admin.get("Node", env.node)
+    assert cordoned is not None and cordoned["spec"]["unschedulable"] is True, cordoned
     runner.patch("Node", env.node, {"spec": {"unschedulable": None}})
     _by_policy("draguard-runner-cordon-only",
                lambda: runner.patch("Node", env.node, {"metadata": {"labels": {"gpu": "yes"}}}))
