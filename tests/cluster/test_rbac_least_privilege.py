@@ -5,6 +5,8 @@ every object first). SubjectAccessReviews show what RBAC grants each ServiceAcco
 (the runner's own namespaces, the driver's own node) is shown by real requests made with tokens from the
 TokenRequest API: the runner's token, and the driver's token bound to a Node, which carries that node's
 name as the ``authentication.kubernetes.io/node-name`` extra, as a driver pod's token does on its node.
+The runner's own calls (the feature gates from /metrics, finding the driver's DaemonSet, the devices
+free before a run, cleanup's search by the run label over every kind it creates) run with its token.
 
 Every object the test creates carries ``draguard.dev/rbac-test=<id>`` (the runner's namespaces also
 ``draguard.dev/run``, as the runner labels them) and is removed at the end.
@@ -22,7 +24,12 @@ import pytest
 import yaml
 from kubernetes.client import Configuration
 
+from draguard.harness.driver.external import TEST_DRIVER_NAME
+from draguard.harness.fleet.coverage import free_devices
+from draguard.harness.fleet.installed import find_daemonset
 from draguard.harness.kube import KINDS, RUN_LABEL, ApiError, Kind, Kube
+from draguard.harness.runner.deploy import priority_class
+from draguard.harness.runner.journal import CLEANUP_KINDS, delete_labelled
 
 pytestmark = pytest.mark.cluster
 
@@ -131,6 +138,8 @@ class Env:
         self.node = f"rbac-node-{tag}"
         self.foreign = f"rbac-foreign-{tag}"
         self.own = f"dg-rbac-{tag}"
+        self.run_id = f"rbac{tag}"
+        self.run_namespace = f"dg-rbac-run-{tag}"
         self.applied: list[dict[str, Any]] = []
         self.runner: Kube
         self.node_obj: dict[str, Any]
@@ -166,7 +175,7 @@ def _apply_manifests(env: Env) -> None:
 def _cleanup(env: Env) -> None:
     admin = env.admin
     admin.delete("DaemonSet", "dra-test-driver", SYSTEM)
-    namespaces = [SYSTEM, env.foreign, env.own]
+    namespaces = [SYSTEM, env.foreign, env.own, env.run_namespace]
     for ns in namespaces:  # this node has no kubelet: nothing would confirm a graceful delete of a bound pod
         for pod in admin.items("Pod", ns):
             admin.delete("Pod", pod["metadata"]["name"], ns, grace_seconds=0)
@@ -178,8 +187,9 @@ def _cleanup(env: Env) -> None:
                 if not exc.not_found:
                     raise
     for kind in ("PriorityClass", "ResourceSlice"):
-        for item in admin.items(kind, label_selector=f"{TEST_LABEL}={env.tag}"):
-            admin.delete(kind, item["metadata"]["name"])
+        for selector in (f"{TEST_LABEL}={env.tag}", f"{RUN_LABEL}={env.run_id}"):
+            for item in admin.items(kind, label_selector=selector):
+                admin.delete(kind, item["metadata"]["name"])
     for ns in namespaces:
         admin.delete("Namespace", ns)
     admin.delete("Node", env.node)
@@ -438,3 +448,36 @@ def test_driver_writes_only_its_own_nodes_slices(env: Env) -> None:
     _by_rbac(lambda: driver.request("GET", f"/api/v1/namespaces/{SYSTEM}/secrets"))
     assert driver.delete("ResourceSlice", f"rbac-{env.node}-slice")
     assert admin.delete("ResourceSlice", f"rbac-{other}-slice")
+
+
+def test_the_runners_own_calls_work_under_the_account(env: Env) -> None:
+    """The runner's code, called with the account's token: what it reads at the start of a run against an
+    installed driver, and cleanup's search by the run label over every kind it creates."""
+    admin, runner, run_id = env.admin, env.runner, env.run_id
+    gates = runner.feature_gates()  # /metrics
+    assert gates.get("DynamicResourceAllocation") is True, sorted(gates)[:10]
+    ds = find_daemonset(runner, TEST_DRIVER_NAME)
+    assert ds is not None and ds["metadata"]["name"] == "dra-test-driver", ds
+    assert isinstance(free_devices(runner, TEST_DRIVER_NAME, [env.node]), frozenset)
+    for kind in CLEANUP_KINDS:  # each kind cleanup searches: listed, or not served here; never forbidden
+        try:
+            runner.items(kind, label_selector=f"{RUN_LABEL}={run_id}")
+        except ApiError as exc:
+            assert exc.status == 404, f"{kind}: {exc}"
+    runner.create_namespace(env.run_namespace, {RUN_LABEL: run_id, **env.labels}, wait=True)
+    runner.create(priority_class(run_id, 1000))
+    pod = env.pod("worker", env.run_namespace)
+    pod["metadata"]["labels"][RUN_LABEL] = run_id
+    runner.create(pod)
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "t", "namespace": env.run_namespace, "labels": {RUN_LABEL: run_id, **env.labels}},
+                "spec": {"spec": {"devices": {"requests": [
+                    {"name": "r", "exactly": {"deviceClassName": "draguard-test-driver"}}]}}}}
+    runner.create(template)
+    done = delete_labelled(runner, run_id)
+    assert sorted(done) == sorted([
+        f"deleted Pod {env.run_namespace}/worker", f"deleted ResourceClaimTemplate {env.run_namespace}/t",
+        f"deleted PriorityClass {priority_class(run_id, 1000)['metadata']['name']}",
+        f"deleted Namespace {env.run_namespace}"]), done
+    left = [o["metadata"]["name"] for o in admin.items("PriorityClass", label_selector=f"{RUN_LABEL}={run_id}")]
+    assert not left, left
