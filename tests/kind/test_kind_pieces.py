@@ -33,12 +33,19 @@ def test_quirks_detected_only_where_they_apply(tmp_path: Path) -> None:
     (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
     v1 = tmp_path / "v1"
     v1.mkdir()
-    assert _names(quirks.detect(False, FULL, v2)) == set()
-    assert _names(quirks.detect(False, NO_SYS_RESOURCE, v2)) == {"capabilities", "oom-score-adj"}
-    assert _names(quirks.detect(True, FULL, v1)) == {"cgroup-v1", "no-kindnetd"}
-    caps = next(q for q in quirks.detect(False, NO_SYS_RESOURCE, v2) if q.name == "capabilities")
+    sysctls = tmp_path / "sys"  # inotify limits at kind's floor
+    (sysctls / "fs" / "inotify").mkdir(parents=True)
+    (sysctls / "fs" / "inotify" / "max_user_instances").write_text("512\n")
+    (sysctls / "fs" / "inotify" / "max_user_watches").write_text("524288\n")
+    assert _names(quirks.detect(False, FULL, v2, sysctls)) == set()
+    assert _names(quirks.detect(False, NO_SYS_RESOURCE, v2, sysctls)) == {"capabilities", "oom-score-adj"}
+    assert _names(quirks.detect(True, FULL, v1, sysctls)) == {"cgroup-v1", "no-kindnetd"}
+    caps = next(q for q in quirks.detect(False, NO_SYS_RESOURCE, v2, sysctls) if q.name == "capabilities")
     assert caps.data == ("CAP_SYS_RESOURCE",)
-    for q in quirks.detect(True, NO_SYS_RESOURCE, v1):
+    (sysctls / "fs" / "inotify" / "max_user_instances").write_text("128\n")  # Debian's default
+    [inotify] = [q for q in quirks.detect(False, FULL, v2, sysctls) if q.name == "inotify"]
+    assert "fs.inotify.max_user_instances 128 < 512" in inotify.note and "watches" not in inotify.note
+    for q in quirks.detect(True, NO_SYS_RESOURCE, v1, sysctls):
         assert q.note and "\n" not in q.note
 
 

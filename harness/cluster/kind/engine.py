@@ -139,6 +139,10 @@ class PrivateDockerd:
             argv += [f"--add-runtime={quirks_mod.WRAPPER_RUNTIME}={wrapper}", f"--default-runtime={quirks_mod.WRAPPER_RUNTIME}"]
         # Journal what dockerd may change, before it runs.
         self.hostlog.record("sysctl", key="net.ipv4.ip_forward", old=sysctl_read("net.ipv4.ip_forward"))
+        if any(q.name == "inotify" for q in host_quirks):
+            for key, value in quirks_mod.low_inotify().items():
+                self.hostlog.record("sysctl", key=key, old=str(value))
+                Path("/proc/sys", *key.split(".")).write_text(str(quirks_mod.INOTIFY_FLOOR[key]))
         self.hostlog.record("links", before=bridges())
         self.hostlog.record("nft", before=nft_tables())
         self.hostlog.record("forward-policy", old=forward_policy() or "ACCEPT")

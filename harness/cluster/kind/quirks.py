@@ -15,6 +15,10 @@ Each quirk has a name and a one-line note (shown when a cluster comes up). Where
   (kind ``kubeadmConfigPatches``, ``KubeletConfiguration``).
 - ``no-kindnetd``: the node image has no kindnetd image (draguard's offline image); kind's default CNI is
   turned off (``networking.disableDefaultCNI``) and the image's static bridge network is used.
+- ``inotify``: the host's inotify limits are below what kind asks for (its known issue "Pod errors due to
+  too many open files": every node's kubelet, containerd and systemd watch files under the host's one
+  per-user limit, beside the host's own kubelets); :data:`INOTIFY_FLOOR` is set while draguard's
+  private dockerd runs, journaled first and restored when it stops.
 
 Talks to: /proc and /sys (reading), the filesystem (the wrapper).
 """
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Quirk", "detect", "kind_config_fragments", "write_runtime_wrapper", "CAP_NAMES", "missing_capabilities",
-           "WRAPPER_RUNTIME"]
+           "WRAPPER_RUNTIME", "INOTIFY_FLOOR", "low_inotify"]
 
 # Capability numbers (linux/capability.h), as named in OCI runtime specs.
 CAP_NAMES = [
@@ -69,7 +73,8 @@ def _cgroup_v2_usable(root: Path = Path("/sys/fs/cgroup")) -> bool:
     return (root / "cgroup.controllers").is_file()
 
 
-def detect(offline_image: bool, status: str | None = None, cgroup_root: Path = Path("/sys/fs/cgroup")) -> list[Quirk]:
+def detect(offline_image: bool, status: str | None = None, cgroup_root: Path = Path("/sys/fs/cgroup"),
+           proc_sys: Path = Path("/proc/sys")) -> list[Quirk]:
     quirks = []
     missing = missing_capabilities(status)
     if missing:
@@ -81,7 +86,28 @@ def detect(offline_image: bool, status: str | None = None, cgroup_root: Path = P
         quirks.append(Quirk("cgroup-v1", "only cgroup v1 is usable: the kubelet runs with failCgroupV1: false"))
     if offline_image:
         quirks.append(Quirk("no-kindnetd", "the offline node image has no kindnetd: disableDefaultCNI, the image's bridge network"))
+    low = low_inotify(proc_sys)
+    if low:
+        quirks.append(Quirk("inotify", "inotify limits below kind's: " + ", ".join(f"{k} {v} < {INOTIFY_FLOOR[k]}" for k, v in low.items())
+                            + ": raised while draguard's dockerd runs, restored after"))
     return quirks
+
+
+INOTIFY_FLOOR = {"fs.inotify.max_user_instances": 512, "fs.inotify.max_user_watches": 524288}
+"""kind's documented minimum (kind's known issues, "Pod errors due to too many open files")."""
+
+
+def low_inotify(proc_sys: Path = Path("/proc/sys")) -> dict[str, int]:
+    """Each inotify limit below :data:`INOTIFY_FLOOR` -> its value now."""
+    low = {}
+    for key, floor in INOTIFY_FLOOR.items():
+        try:
+            value = int((proc_sys / key.replace(".", "/")).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if value < floor:
+            low[key] = value
+    return low
 
 
 def kind_config_fragments(quirks: list[Quirk]) -> dict[str, Any]:
