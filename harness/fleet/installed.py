@@ -33,7 +33,9 @@ Talks to: the cluster (DaemonSets, Pods, Nodes), the kind node containers.
 
 from __future__ import annotations
 
+import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +82,9 @@ def _ready(pod: Obj) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
 def _exclusion(original: dict[str, Any] | None, nodes: set[str]) -> dict[str, Any]:
     """``original`` affinity with every required node-selector term also excluding ``nodes``."""
     affinity = dict(original or {})
@@ -115,7 +120,8 @@ class InstalledFleet(Fleet):
         self.kube: Kube | None = None
         self.daemonset: Obj | None = None
         self.kind_nodes: KindNodes | None = None
-        self._excluded: set[str] = set()
+        self._excluded: Counter[str] = Counter()
+        """Node -> how many steps have the driver down there now (each step brings back its own)."""
         self._original: dict[str, Any] | None = None
         """The DaemonSet's template affinity and update strategy before the first exclusion."""
         self._paused: set[str] = set()
@@ -124,6 +130,8 @@ class InstalledFleet(Fleet):
         self._cdi_cache: tuple[float, tuple[NodeDriverState, ...]] | None = None
         self._before_run: dict[str, frozenset[str]] = {}
         """Node -> claims whose CDI specs were there before the run started (another run's, or a leak)."""
+        self._cdi_seen: dict[str, frozenset[str]] = {}
+        """Node -> the claims of its CDI specs when last read (a paused node's files cannot change)."""
 
     def start(self, run: FleetRun) -> None:
         sc = run.scenario
@@ -194,16 +202,20 @@ class InstalledFleet(Fleet):
             self._original = {"affinity": ((spec.get("template") or {}).get("spec") or {}).get("affinity"),
                               "updateStrategy": spec.get("updateStrategy")}
         before("patch-object", self.restore_undo())
-        self._excluded.add(node)
-        self._patch(_exclusion(self._original["affinity"], self._excluded), {"type": "OnDelete", "rollingUpdate": None})
+        self._excluded[node] += 1
+        self._patch(_exclusion(self._original["affinity"], set(self._excluded)), {"type": "OnDelete", "rollingUpdate": None})
 
     def include(self, node: str) -> None:
-        """Let the driver's pod back onto ``node``; the DaemonSet restored exactly once no node is excluded."""
-        self._excluded.discard(node)
+        """Let the driver's pod back onto ``node`` once no other step still has it down there; the DaemonSet
+        restored exactly once no node is excluded."""
+        if self._excluded[node] > 1:  # another step took it down there too and brings it back itself
+            self._excluded[node] -= 1
+            return
+        self._excluded.pop(node, None)
         if self._original is None:
             return
         if self._excluded:
-            self._patch(_exclusion(self._original["affinity"], self._excluded), {"type": "OnDelete", "rollingUpdate": None})
+            self._patch(_exclusion(self._original["affinity"], set(self._excluded)), {"type": "OnDelete", "rollingUpdate": None})
         else:
             self._restore()
 
@@ -215,8 +227,12 @@ class InstalledFleet(Fleet):
     def _restore_patch(self) -> dict[str, Any]:
         original = self._original or {}
         affinity = original.get("affinity")
-        # A merge patch merges maps: put back the node affinity as it was (or remove it), and the strategy.
-        restored: Any = {"nodeAffinity": (affinity or {}).get("nodeAffinity")} if affinity else None
+        # A merge patch merges maps: put back the node affinity as it was (or remove it), and the strategy;
+        # the required terms the exclusion added go (null) where the original had none.
+        node_affinity = (affinity or {}).get("nodeAffinity")
+        if node_affinity:
+            node_affinity = {**node_affinity, REQUIRED: node_affinity.get(REQUIRED)}
+        restored: Any = {"nodeAffinity": node_affinity} if affinity else None
         strategy = original.get("updateStrategy") or {"type": "RollingUpdate"}
         if strategy.get("type") == "OnDelete":
             strategy = {**strategy, "rollingUpdate": None}
@@ -250,7 +266,11 @@ class InstalledFleet(Fleet):
             return self._cdi_cache[1]
         states = []
         for node in self._nodes:
-            uids = self._cdi_claims(node) - self._before_run.get(node, frozenset())
+            if node in self._paused and node in self._cdi_seen:  # frozen: its files are as last read
+                seen = self._cdi_seen[node]
+            else:
+                seen = self._cdi_seen[node] = self._cdi_claims(node)
+            uids = seen - self._before_run.get(node, frozenset())
             states.append(NodeDriverState(node=node, driver=self._driver, prepared={u: () for u in uids}, cdi_specs=uids))
         self._cdi_cache = (now, tuple(states))
         return self._cdi_cache[1]
@@ -258,7 +278,13 @@ class InstalledFleet(Fleet):
     def _cdi_claims(self, node: str) -> frozenset[str]:
         assert self.kind_nodes is not None
         prefix = f"{self._driver}-"
-        listing = self.kind_nodes.engine.run(["exec", node, "ls", "-1", CDI_DIR], timeout=20, check=False)
+        try:
+            listing = self.kind_nodes.engine.run(["exec", node, "ls", "-1", CDI_DIR], timeout=20, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise HarnessError(f"node {node}: listing {CDI_DIR} did not answer in {exc.timeout:.0f}s") from exc
+        if listing.returncode != 0 and "No such file" not in listing.stderr:  # unread is not empty
+            raise HarnessError(f"node {node}: cannot list the driver's CDI specs in {CDI_DIR}: "
+                               f"{(listing.stderr or listing.stdout).strip()[-300:]}")
         return frozenset(name[len(prefix):len(prefix) + 36] for name in listing.stdout.split()
                          if name.startswith(prefix) and name.endswith(".json"))
 
@@ -311,6 +337,8 @@ class _DaemonSetDriver:
                         lambda: any(p["metadata"]["uid"] not in gone for p in self._running()))
 
     def down(self) -> None:
+        if not self._running():  # nothing to take down: the step must not say it did
+            raise HarnessError(f"no Ready pod of the driver's DaemonSet on node {self.node} to take down")
         self.fleet.exclude(self.node, self._before)
         self.fleet.wait(f"the driver's pod gone from {self.node}", lambda: not self.fleet.driver_pods(self.node))
 
@@ -343,8 +371,8 @@ class _KindNode:
 
     def lose(self) -> None:
         self._before("kind-node", {**self.nodes.undo_args(self.node), "action": "unpause"})
+        self.fleet._paused.add(self.node)  # before the pause: its CDI specs are read as last seen from then on
         self.nodes.pause(self.node)
-        self.fleet._paused.add(self.node)
 
     def back(self) -> None:
         self.nodes.unpause(self.node)

@@ -38,7 +38,8 @@ def test_an_exclusion_is_added_to_every_term_and_the_original_is_untouched() -> 
     (None, {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}, None,
      {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}),
     ({"podAntiAffinity": {"x": 1}}, {"type": "OnDelete"}, {"nodeAffinity": None}, {"type": "OnDelete", "rollingUpdate": None}),
-    ({"nodeAffinity": {"a": 1}}, None, {"nodeAffinity": {"a": 1}}, {"type": "RollingUpdate"}),
+    ({"nodeAffinity": {"a": 1}}, None,  # no required terms: the ones the exclusion added go
+     {"nodeAffinity": {"a": 1, "requiredDuringSchedulingIgnoredDuringExecution": None}}, {"type": "RollingUpdate"}),
 ])
 def test_the_restoring_merge_patch_puts_back_exactly_what_was_there(
         affinity: Any, strategy: Any, restored_affinity: Any, restored_strategy: Any) -> None:
