@@ -358,12 +358,25 @@ class _KindNode:
         self._before = before
 
     def restart_agent(self, kill: bool = True) -> None:
+        """Restart the node's kubelet; returns once another kubelet process (a new main pid) is active.
+        HarnessError when none runs to restart (``systemctl kill`` of a unit with no process succeeds)."""
+        old = self._main_pid()
+        if not old:
+            raise HarnessError(f"no kubelet running in node {self.node} to restart (systemd's kubelet.service has no main process)")
         self._before("none", {"why": f"systemd in node {self.node} starts its kubelet again"})
         if kill:  # kind's kubelet.service restarts it (Restart=always)
             self.nodes.exec(self.node, ["systemctl", "kill", "--signal=SIGKILL", "kubelet"])
         else:
             self.nodes.exec(self.node, ["systemctl", "restart", "kubelet"])
-        self.fleet.wait(f"the kubelet of {self.node} active again", self._active)
+        self.fleet.wait(f"a new kubelet of {self.node} active (the old one was pid {old})",
+                        lambda: self._active() and self._main_pid() not in (0, old))
+
+    def _main_pid(self) -> int:
+        """The kubelet unit's main process in the node (0: none, or it could not be read)."""
+        shown = self.nodes.engine.run(["exec", self.node, "systemctl", "show", "--property=MainPID", "--value", "kubelet"],
+                                      timeout=20, check=False)
+        value = shown.stdout.strip()
+        return int(value) if shown.returncode == 0 and value.isdigit() else 0
 
     def _active(self) -> bool:
         state = self.nodes.engine.run(["exec", self.node, "systemctl", "is-active", "kubelet"], timeout=20, check=False)

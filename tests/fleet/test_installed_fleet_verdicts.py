@@ -174,3 +174,58 @@ def test_a_paused_nodes_cdi_specs_are_those_last_read() -> None:
     docker.answers["w1"] = (1, "", "Error response from daemon: container w1 is paused, unpause the container before exec")
     [state] = fleet.external_states()
     assert state.cdi_specs == frozenset({UID})
+
+
+class NodeSystemd:
+    """systemd's kubelet.service in a kind node, as ``docker exec NODE systemctl ...`` answers: a kill of a
+    running kubelet ends it and systemd starts another (a new main pid); a kill with none running does nothing
+    and succeeds, as ``systemctl kill`` does."""
+
+    provider, cli, env = "docker", "docker", {}
+
+    def __init__(self, main_pid: int, active: list[str]) -> None:
+        self.main_pid, self.active = main_pid, active
+        self.calls: list[str] = []
+        self.next_pid = 500
+
+    def run(self, args: list[str], timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = args[2:]
+        self.calls.append(" ".join(command))
+        out = ""
+        if command[:2] == ["systemctl", "kill"] and self.main_pid:
+            self.next_pid += 1
+            self.main_pid = self.next_pid
+        elif command[:2] == ["systemctl", "show"]:
+            out = str(self.main_pid)
+        elif command[:2] == ["systemctl", "is-active"]:
+            out = self.active.pop(0) if len(self.active) > 1 else self.active[0]
+            if out == "active" and not self.main_pid:  # systemd's restart after its back-off
+                self.next_pid += 1
+                self.main_pid = self.next_pid
+        return subprocess.CompletedProcess(args, 0, out + "\n", "")
+
+
+def _kind_node(systemd: NodeSystemd) -> tuple[Any, list[Any]]:
+    from draguard.harness.fleet.installed import _KindNode
+
+    fleet = InstalledFleet()
+    fleet.kind_nodes = KindNodes("default", cast(Any, systemd))
+    journal: list[Any] = []
+    return _KindNode(fleet, "w1", lambda kind, args: journal.append((kind, args))), journal
+
+
+def test_node_restart_with_no_kubelet_running_is_an_error_not_a_restart() -> None:
+    """The kubelet in systemd's restart back-off: `systemctl kill` kills nothing and succeeds, and systemd
+    starts a kubelet of its own accord; the step did not restart it."""
+    node, journal = _kind_node(NodeSystemd(main_pid=0, active=["activating", "active"]))
+    with pytest.raises(HarnessError, match="no kubelet running in node w1 to restart"):
+        node.restart_agent(kill=True)
+    assert journal == []
+
+
+def test_node_restart_returns_once_another_kubelet_runs() -> None:
+    systemd = NodeSystemd(main_pid=100, active=["active"])
+    node, journal = _kind_node(systemd)
+    node.restart_agent(kill=True)
+    assert systemd.main_pid == 501 and [k for k, _ in journal] == ["none"]
+    assert "systemctl kill --signal=SIGKILL kubelet" in systemd.calls
