@@ -189,3 +189,47 @@ def test_cleanup_restores_the_daemonset_and_the_node_after_a_sigkill_mid_step(dr
     _wait("the driver Ready on every worker again", lambda: (lambda st: st.get("numberReady") == st.get("desiredNumberScheduled")
           == len(workers))((kube.get(DAEMONSET, "dra-test-driver", "draguard-system") or {}).get("status", {})), timeout=180)
     _wait("the run's namespace gone", lambda: not kube.items("Namespace", label_selector=RUN_LABEL), timeout=180)
+
+
+def test_a_cdi_spec_lost_under_a_prepared_claim_is_caught_from_the_runtimes_report(driver_installed: KindCluster,
+                                                                                   tmp_path: Path) -> None:
+    """container-devices on real nodes reads what containerd reports. A node that loses the CDI spec of a
+    claim still prepared (a reboot wipes /var/run/cdi, and a driver that does not write it again) cannot
+    start that claim's container again: the kubelet reports containerd's "CDI device injection failed",
+    which the invariant names with the pod and the node."""
+    from draguard.harness.cluster.kind.image import busybox_image
+    from draguard.harness.invariants import container_devices
+    from draguard.harness.invariants.snapshot import Snapshot
+
+    cluster = driver_installed
+    busybox = "draguard.dev/busybox:test"
+    cluster.load_image_archive(busybox_image(busybox, tmp_path / "busybox.tar"))
+    kube = cluster.kube()
+    run = f"kind-cdi-{os.getpid()}"
+    ns = f"draguard-{run}"
+    labels = {RUN_LABEL: run}
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
+    try:
+        kube.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gpu", "namespace": ns, "labels": labels},
+                     "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {"deviceClassName": DEVICE_CLASS}}]}}}, namespace=ns)
+        kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "restarts", "namespace": ns, "labels": labels},
+                     "spec": {"restartPolicy": "Always", "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu"}],
+                              "containers": [{"name": "c", "image": busybox, "imagePullPolicy": "Never",
+                                              "command": ["sh", "-c", "sleep 3; exit 1"],
+                                              "resources": {"claims": [{"name": "gpu"}]}}]}}, namespace=ns)  # fmt: skip
+        pod = _wait("the pod running once", lambda: (lambda p: p if p.get("status", {}).get("phase") == "Running" else None)(
+            kube.get("Pod", "restarts", ns) or {}))
+        node, uid = pod["spec"]["nodeName"], (kube.get("ResourceClaim", "gpu", ns) or {})["metadata"]["uid"]
+        nodes = cluster.node_containers()
+        nodes.exec(node, ["rm", "-f", f"/var/run/cdi/{TEST_DRIVER}-{uid}-req-0.json"])  # lost; the claim stays prepared
+
+        def refused() -> list[Any]:
+            return container_devices.check(Snapshot(time=0.0, pods=(kube.get("Pod", "restarts", ns) or {},)))
+
+        [violation] = _wait("the runtime refusing the container without its CDI spec", refused, timeout=120)
+        print(violation.message)
+        assert f"node {node}: the container runtime could not create container c of pod {ns}/restarts" in violation.message
+        assert "CDI device injection failed" in violation.message and uid in violation.message
+    finally:
+        kube.delete("Namespace", ns)
+        _wait("the test's namespace gone", lambda: kube.get("Namespace", ns) is None, timeout=180)
