@@ -384,6 +384,8 @@ class _KindNode:
 
     def lose(self) -> None:
         self._before("kind-node", {**self.nodes.undo_args(self.node), "action": "unpause"})
+        if self.fleet.reads_node_files:  # what the frozen node holds: its files cannot be read while paused
+            self.fleet._cdi_seen[self.node] = self.fleet._cdi_claims(self.node)
         self.fleet._paused.add(self.node)  # before the pause: its CDI specs are read as last seen from then on
         self.nodes.pause(self.node)
 

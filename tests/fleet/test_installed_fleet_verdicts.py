@@ -229,3 +229,16 @@ def test_node_restart_returns_once_another_kubelet_runs() -> None:
     node.restart_agent(kill=True)
     assert systemd.main_pid == 501 and [k for k, _ in journal] == ["none"]
     assert "systemctl kill --signal=SIGKILL kubelet" in systemd.calls
+
+
+def test_node_loss_reads_the_nodes_cdi_specs_as_it_freezes_it() -> None:
+    """A node paused before any judging round read it still shows what it holds, not an error or nothing."""
+    from draguard.harness.fleet.installed import _KindNode
+
+    fleet, docker = _kind_fleet()
+    docker.answers["w1"] = (0, f"{TEST_DRIVER_NAME}-{UID}-gpu.json\n", "")
+    _KindNode(fleet, "w1", lambda kind, args: None).lose()
+    assert "w1" in fleet._paused
+    docker.answers["w1"] = (1, "", "Error response from daemon: container w1 is paused, unpause the container before exec")
+    [state] = fleet.external_states()
+    assert state.cdi_specs == frozenset({UID})
