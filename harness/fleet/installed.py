@@ -179,12 +179,16 @@ class InstalledFleet(Fleet):
         return self.kube, md["namespace"], md["name"]
 
     def driver_pods(self, node: str) -> list[Obj]:
-        """The DaemonSet's pods on ``node`` (terminating ones included)."""
+        """The DaemonSet's pods on ``node`` (terminating ones included): those it controls, not every pod its
+        selector's labels match (another workload of the driver may carry them; a selector of
+        matchExpressions alone names no labels here)."""
         kube, ns, _ = self._ds()
         labels = ((self.daemonset or {}).get("spec") or {}).get("selector", {}).get("matchLabels") or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         pods, _ = kube.list("Pod", ns, label_selector=selector or None, field_selector=f"spec.nodeName={node}")
-        return pods
+        uid = (self.daemonset or {}).get("metadata", {}).get("uid")
+        return [p for p in pods if any(o.get("controller") and o.get("kind") == "DaemonSet" and o.get("uid") == uid
+                                       for o in p["metadata"].get("ownerReferences") or [])]
 
     def wait(self, what: str, predicate: Callable[[], bool], timeout: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout

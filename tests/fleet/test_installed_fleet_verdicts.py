@@ -242,3 +242,42 @@ def test_node_loss_reads_the_nodes_cdi_specs_as_it_freezes_it() -> None:
     docker.answers["w1"] = (1, "", "Error response from daemon: container w1 is paused, unpause the container before exec")
     [state] = fleet.external_states()
     assert state.cdi_specs == frozenset({UID})
+
+
+class PodList:
+    """The pods a label and node selector lists in the driver's namespace."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+        self.deleted: list[str] = []
+
+    def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        return list(self.pods), "1"
+
+    def delete(self, kind: str, name: str, namespace: str | None = None, grace_seconds: int | None = None) -> None:
+        self.deleted.append(name)
+
+
+class _NoWait(InstalledFleet):
+    def wait(self, what: str, predicate: Any, timeout: float = 0.0) -> None:
+        """The replacement pod is the DaemonSet controller's to make; not this test's."""
+
+
+def _pod(name: str, owner_kind: str, owner_uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": {"app.kubernetes.io/name": "gpu-driver"},
+                         "ownerReferences": [{"kind": owner_kind, "uid": owner_uid, "controller": True, "name": "x"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_the_drivers_pods_are_those_its_daemonset_controls_not_every_pod_with_its_labels() -> None:
+    """The driver's controller (a Deployment's pod) carries the DaemonSet selector's labels too: driver-restart
+    must not delete it, nor driver-down wait for it to go."""
+    pods = PodList([_pod("plugin-abc", "DaemonSet", "ds-uid"), _pod("controller-7f9-xyz", "ReplicaSet", "rs-uid")])
+    fleet = _NoWait()
+    fleet.kube = cast(Kube, pods)
+    fleet.daemonset = {"metadata": {"namespace": "gpu", "name": "plugin", "uid": "ds-uid"},
+                       "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "gpu-driver"}}}}
+    assert [p["metadata"]["name"] for p in fleet.driver_pods("w1")] == ["plugin-abc"]
+    _DaemonSetDriver(fleet, "w1", lambda kind, args: None).restart(kill=True)
+    assert pods.deleted == ["plugin-abc"]
