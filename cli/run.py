@@ -28,6 +28,7 @@ from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.driver.external import TEST_DRIVER_NAME
 from draguard.harness.result import RunResult
 from draguard.harness.runner.journal import pending_journals, recover
+from draguard.harness.runner.setup import kubeconfig_of
 from draguard.harness.scenario.loader import load_scenarios
 from draguard.reports.console import print_plan, print_rates
 from draguard.reports.files import write_json
@@ -94,6 +95,10 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             if (backend or sc.cluster.backend) == "kubeconfig":
                 path = kube.kubeconfig or (Path(sc.cluster.kubeconfig) if sc.cluster.kubeconfig else None)
                 refuse_destructive([sc], KubeTarget(path, kube.context or sc.cluster.context, kube.allow_context))
+    if retarget is None and kube.kubeconfig is not None:  # backend kind trusts its cluster: draguard's own only
+        for sc in loaded:
+            if (backend or sc.cluster.backend) == "kind":
+                kubeconfig_of(sc, "kind", str(kube.kubeconfig))
     if backend == "kind" and retarget is None:
         fake = [sc.name for sc in loaded if sc.driver.kind == "fake"]
         if fake:

@@ -55,7 +55,12 @@ def start_cluster(scenario: Scenario, backend: str, run_id: str, *, kubeconfig: 
 def kubeconfig_of(scenario: Scenario, backend: str, kubeconfig: str | None) -> str | None:
     """The kubeconfig a run on ``backend`` uses: ``kubeconfig`` when given; on ``kind`` that of draguard's
     kind cluster the scenario names (UsageError when it is not up); else the scenario's (None: the
-    client's default, $KUBECONFIG)."""
+    client's default, $KUBECONFIG). On ``kind`` a given ``kubeconfig`` must be one of draguard's kind
+    clusters: there, steps disturb the nodes and the installed driver without ``--allow-context``."""
+    if kubeconfig and backend == "kind" and KindCluster.of_kubeconfig(kubeconfig) is None:
+        raise UsageError(f"backend kind: kubeconfig {kubeconfig} is not one of draguard's kind clusters (`draguard "
+                         "cluster kubeconfig --backend kind` prints it); another cluster is backend kubeconfig, where "
+                         "steps that disturb it need --allow-context")
     if kubeconfig:
         return kubeconfig
     if backend == "kind":
