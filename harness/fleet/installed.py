@@ -34,6 +34,7 @@ Talks to: the cluster (DaemonSets, Pods, Nodes), the kind node containers.
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -124,6 +125,9 @@ class InstalledFleet(Fleet):
         """Node -> how many steps have the driver down there now (each step brings back its own)."""
         self._original: dict[str, Any] | None = None
         """The DaemonSet's template affinity and update strategy before the first exclusion."""
+        self._ds_lock = threading.RLock()
+        """Steps run on their own threads: one change of the DaemonSet at a time, each patch sent from the
+        state it was computed from (else an exclusion computed before a restore could land after it)."""
         self._paused: set[str] = set()
         self._driver = ""
         self._nodes: tuple[str, ...] = ()
@@ -200,28 +204,30 @@ class InstalledFleet(Fleet):
     def exclude(self, node: str, before: Undoable) -> None:
         """Take the driver's pod off ``node`` (see the module docstring); journaled before the patch."""
         kube, ns, name = self._ds()
-        if self._original is None:
-            ds = kube.get("DaemonSet", name, ns) or {}
-            spec = ds.get("spec") or {}
-            self._original = {"affinity": ((spec.get("template") or {}).get("spec") or {}).get("affinity"),
-                              "updateStrategy": spec.get("updateStrategy")}
-        before("patch-object", self.restore_undo())
-        self._excluded[node] += 1
-        self._patch(_exclusion(self._original["affinity"], set(self._excluded)), {"type": "OnDelete", "rollingUpdate": None})
+        with self._ds_lock:
+            if self._original is None:
+                ds = kube.get("DaemonSet", name, ns) or {}
+                spec = ds.get("spec") or {}
+                self._original = {"affinity": ((spec.get("template") or {}).get("spec") or {}).get("affinity"),
+                                  "updateStrategy": spec.get("updateStrategy")}
+            before("patch-object", self.restore_undo())
+            self._excluded[node] += 1
+            self._patch(_exclusion(self._original["affinity"], set(self._excluded)), {"type": "OnDelete", "rollingUpdate": None})
 
     def include(self, node: str) -> None:
         """Let the driver's pod back onto ``node`` once no other step still has it down there; the DaemonSet
         restored exactly once no node is excluded."""
-        if self._excluded[node] > 1:  # another step took it down there too and brings it back itself
-            self._excluded[node] -= 1
-            return
-        self._excluded.pop(node, None)
-        if self._original is None:
-            return
-        if self._excluded:
-            self._patch(_exclusion(self._original["affinity"], set(self._excluded)), {"type": "OnDelete", "rollingUpdate": None})
-        else:
-            self._restore()
+        with self._ds_lock:
+            if self._excluded[node] > 1:  # another step took it down there too and brings it back itself
+                self._excluded[node] -= 1
+                return
+            self._excluded.pop(node, None)
+            if self._original is None:
+                return
+            if self._excluded:
+                self._patch(_exclusion(self._original["affinity"], set(self._excluded)), {"type": "OnDelete", "rollingUpdate": None})
+            else:
+                self._restore()
 
     def restore_undo(self) -> dict[str, Any]:
         """The journal's ``patch-object`` arguments that put the DaemonSet back as it was."""
@@ -306,12 +312,13 @@ class InstalledFleet(Fleet):
                 self._paused.discard(node)
             except HarnessError as exc:
                 errors.append(f"node {node} stays paused: {exc}")
-        if self._original is not None:
-            self._excluded.clear()
-            try:
-                self._restore()
-            except HarnessError as exc:
-                errors.append(f"DaemonSet not restored: {exc}")
+        with self._ds_lock:
+            if self._original is not None:
+                self._excluded.clear()
+                try:
+                    self._restore()
+                except HarnessError as exc:
+                    errors.append(f"DaemonSet not restored: {exc}")
         super().stop()
         if errors:
             raise HarnessError("; ".join(errors) + " (`draguard cleanup` replays the journal)")

@@ -9,6 +9,8 @@ an object answering ``run``. Against a kind cluster with real kubelets: tests/ki
 from __future__ import annotations
 
 import copy
+import threading
+import time
 import subprocess
 from typing import Any, cast
 
@@ -281,3 +283,42 @@ def test_the_drivers_pods_are_those_its_daemonset_controls_not_every_pod_with_it
     assert [p["metadata"]["name"] for p in fleet.driver_pods("w1")] == ["plugin-abc"]
     _DaemonSetDriver(fleet, "w1", lambda kind, args: None).restart(kill=True)
     assert pods.deleted == ["plugin-abc"]
+
+
+class SlowPatches(DaemonSetStore):
+    """The API server answering the first patch that still excludes a node only after another patch arrived
+    (or 1 s passed): two steps' patches crossing on the wire."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.crossing = threading.Event()
+        self.held = False
+
+    def patch(self, kind: str, name: str, patch: Any, namespace: str | None = None, patch_type: str = "merge") -> Any:
+        excluding = (patch["spec"]["template"]["spec"].get("affinity") or {}).get("nodeAffinity", {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")
+        if excluding and not self.held and len(self.patches) >= 2:  # the first include, after both excludes
+            self.held = True
+            self.crossing.wait(1.0)
+        elif self.held:
+            self.crossing.set()
+        return super().patch(kind, name, patch, namespace, patch_type)
+
+
+def test_two_steps_ending_at_once_on_two_nodes_leave_the_daemonset_as_it_was() -> None:
+    """driver-down on w1 and on w2, each its own step with the same duration: both bring their driver back at
+    the same moment, from their own threads. The last patch to land must be the restoring one."""
+    original = {"updateStrategy": ROLLING, "template": {"spec": {"containers": [{"name": "plugin"}]}}}
+    store = SlowPatches(copy.deepcopy(original))
+    fleet = InstalledFleet()
+    fleet.kube = cast(Kube, store)
+    fleet.daemonset = store.get("DaemonSet", "plugin", "drv")
+    fleet.exclude("w1", lambda kind, args: None)
+    fleet.exclude("w2", lambda kind, args: None)
+    first = threading.Thread(target=fleet.include, args=("w1",))
+    first.start()
+    time.sleep(0.2)  # w1's include is on the wire, still excluding w2
+    fleet.include("w2")
+    first.join()
+    assert store.ds["spec"] == original
+    assert fleet._original is None and not fleet._excluded
