@@ -35,7 +35,7 @@ from draguard.harness.core.process import kill_pid, pid_alive
 
 from ..cluster.kind.cluster import KindNodes
 from ..cluster.local import LocalCluster
-from ..kube import KINDS, RUN_LABEL, Kube
+from ..kube import KINDS, RUN_LABEL, ApiError, Kube
 
 __all__ = ["Journal", "UndoAction", "UNDO_HANDLERS", "journal_dir", "pending_journals", "recover", "delete_labelled", "RUN_LABEL"]
 
@@ -77,7 +77,11 @@ def _undo_write_file(kube: Kube | None, args: dict[str, Any]) -> None:
 
 def _undo_patch_object(kube: Kube | None, args: dict[str, Any]) -> None:
     if kube is not None:
-        kube.patch(args["kind"], args["name"], args["patch"], args.get("namespace"), args.get("patchType", "merge"))
+        try:
+            kube.patch(args["kind"], args["name"], args["patch"], args.get("namespace"), args.get("patchType", "merge"))
+        except ApiError as exc:
+            if not exc.not_found:  # gone (a driver uninstalled since): nothing left to put back
+                raise
 
 
 def _undo_kind_node(kube: Kube | None, args: dict[str, Any]) -> None:

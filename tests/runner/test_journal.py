@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
-from draguard.harness.runner.journal import Journal, UndoAction, pending_journals, read, recover
+import pytest
+
+from draguard.harness.kube import ApiError, Kube
+from draguard.harness.runner.journal import UNDO_HANDLERS, Journal, UndoAction, pending_journals, read, recover
 
 
 def test_a_fault_is_journaled_with_its_undo_and_recover_replays_it(tmp_path: Path) -> None:
@@ -66,3 +70,24 @@ def test_the_journal_of_a_run_in_progress_is_left_alone_until_its_process_is_gon
         owner.wait()
     assert recover(journal.path, log=lambda m: None) == ["undid reset-failure (s)"]
     assert marker.read_text() == "healthy" and not journal.path.exists()
+
+
+
+class _Answers:
+    """The API server's answer to the restoring patch (an ApiError status)."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def patch(self, *args: Any, **kwargs: Any) -> None:
+        raise ApiError(self.status, "PATCH", "/apis/apps/v1/namespaces/drv/daemonsets/plugin", {})
+
+
+def test_a_patch_undo_of_an_object_gone_since_is_done_and_any_other_refusal_is_not() -> None:
+    """A DaemonSet that driver-down patched and that was deleted after the crash: its restoring patch answers
+    404, which is nothing left to put back, not an error that stops recover before the journal's other undos
+    (a node to thaw). Any other refusal still raises."""
+    args = {"kind": "DaemonSet", "name": "plugin", "namespace": "drv", "patch": {"spec": {}}, "patchType": "merge"}
+    UNDO_HANDLERS["patch-object"](cast(Kube, _Answers(404)), args)
+    with pytest.raises(ApiError):
+        UNDO_HANDLERS["patch-object"](cast(Kube, _Answers(403)), args)
