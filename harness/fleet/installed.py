@@ -355,6 +355,8 @@ class _DaemonSetDriver:
 
     def up(self) -> None:
         self.fleet.include(self.node)
+        if self.fleet._excluded[self.node]:  # another step still has it down here, and brings it back itself
+            return
         self.fleet.wait(f"the driver's pod on {self.node} Ready again", lambda: bool(self._running()))
 
 

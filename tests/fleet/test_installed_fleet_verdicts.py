@@ -104,7 +104,10 @@ def test_two_steps_down_on_one_node_each_bring_back_their_own() -> None:
     fleet, store, journal = _fleet(copy.deepcopy(original))
     fleet.exclude("w1", lambda kind, args: journal.append((kind, args)))
     fleet.exclude("w1", lambda kind, args: journal.append((kind, args)))
-    fleet.include("w1")  # the first step's duration ended; the second's goes on
+    waits: list[str] = []
+    fleet.wait = lambda what, predicate, timeout=0.0: waits.append(what)  # type: ignore[method-assign]
+    _DaemonSetDriver(fleet, "w1", lambda kind, args: None).up()  # the first step's duration ended; the second's goes on
+    assert waits == [], "the first step waited for a driver the second step keeps down"
     terms = store.ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchFields"][-1]["values"] == ["w1"], "the driver came back while a step still had it down"
