@@ -45,9 +45,14 @@ RUNTIME_REFUSED = ("CreateContainerError", "RunContainerError")
 
 
 def _refused_by_the_runtime(snapshot: Snapshot) -> list[Violation]:
+    """The run's containers a real node's runtime refused; a fake node's runtime (and a hollow kubelet's
+    feed) records each refusal in the device truth, judged below: counted once, there."""
     out: list[Violation] = []
+    truth_nodes = {t.node for t in snapshot.device_truth}
     for pod in snapshot.pods:
         md, status = pod["metadata"], pod.get("status") or {}
+        if (pod.get("spec") or {}).get("nodeName") in truth_nodes:
+            continue
         for cs in (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())):
             waiting = (cs.get("state") or {}).get("waiting") or {}
             message = str(waiting.get("message") or "")

@@ -30,3 +30,16 @@ def test_a_container_the_runtime_could_not_create_with_its_cdi_devices_is_a_viol
     assert v.message.startswith("node w1: the container runtime could not create container main of pod ns/llm-0 "
                                 "with its CDI devices: failed to create containerd container: CDI device injection failed")
     assert v.objects == ("Pod/ns/llm-0", "Node/w1")
+
+
+def test_a_refusal_a_fake_node_records_in_its_device_truth_counts_once() -> None:
+    """A fake node's runtime refuses the container (the pod's status says so, as the kubelet's would) and
+    records the refusal in the node's device truth: one failure, one violation."""
+    from draguard.harness.devices.truth import Incident, NodeTruth
+
+    message = "container main of pod ns/llm-0: unresolvable CDI devices k8s.io/test-driver=claim-5f3a-req-0"
+    truth = NodeTruth("w1", {}, (Incident("container-failed", "", message, ("uid-claim",), "ns/llm-0"),))
+    snapshot = Snapshot(time=3.0, pods=(_pod("llm-0", "CreateContainerError", "Error: " + CDI_REFUSED),),
+                        device_truth=(truth,))
+    [v] = container_devices.check(snapshot)
+    assert v.message.endswith("(device truth)")
