@@ -45,7 +45,7 @@ from draguard.harness.core.errors import HarnessError, UsageError
 from ..cluster.kind.cluster import KindCluster, KindNodes
 from ..driver.external import TEST_DRIVER_NAME
 from ..invariants import DeviceId, NodeDriverState
-from ..kube import ApiError, Kube, Obj
+from ..kube import RUN_LABEL, ApiError, Kube, Obj
 from .base import FLEETS, DriverControl, Fleet, FleetRun, NodeControl, Undoable
 from .coverage import free_devices, pinned_nodes
 
@@ -136,6 +136,9 @@ class InstalledFleet(Fleet):
         """Node -> claims whose CDI specs were there before the run started (another run's, or a leak)."""
         self._cdi_seen: dict[str, frozenset[str]] = {}
         """Node -> the claims of its CDI specs when last read (a paused node's files cannot change)."""
+        self._run_id = ""
+        self._foreign: set[str] = set()
+        """UIDs of claims seen in the cluster that are not this run's (another run's, another user's)."""
 
     def start(self, run: FleetRun) -> None:
         sc = run.scenario
@@ -147,6 +150,7 @@ class InstalledFleet(Fleet):
             run.log(f"pods pinned to {', '.join(pinned)}: {len(self.inventory)} free device(s) there")
         self.kube = run.kube
         self._driver = sc.driver.name
+        self._run_id = run.run_id
         self._nodes = tuple(pinned or ()) or tuple(n["metadata"]["name"] for n in run.kube.items("Node"))
         named = run.scenario.driver.daemon_set
         try:
@@ -267,7 +271,8 @@ class InstalledFleet(Fleet):
         ``<driver>-<claim UID>-<request>.json``, removed at unprepare: test/e2e/dra/test-driver/app/
         kubeletplugin.go); () for any other driver or cluster, whose files draguard cannot name. Specs
         that were there when the run started (another run's claims, or an earlier leak) are left out:
-        they are not this run's to judge. Read at most every :data:`CDI_READ_EVERY` seconds (each read
+        they are not this run's to judge; so are those of claims the cluster has without this run's
+        label (another user's pods on the same nodes, prepared while the run goes on). Read at most every :data:`CDI_READ_EVERY` seconds (each read
         is a command in every node container)."""
         if self.kind_nodes is None or self._driver != TEST_DRIVER_NAME:
             return ()
@@ -275,15 +280,24 @@ class InstalledFleet(Fleet):
         if self._cdi_cache is not None and now - self._cdi_cache[0] < CDI_READ_EVERY:
             return self._cdi_cache[1]
         states = []
+        foreign = self._foreign_claims()
         for node in self._nodes:
             if node in self._paused and node in self._cdi_seen:  # frozen: its files are as last read
                 seen = self._cdi_seen[node]
             else:
                 seen = self._cdi_seen[node] = self._cdi_claims(node)
-            uids = seen - self._before_run.get(node, frozenset())
+            uids = seen - self._before_run.get(node, frozenset()) - foreign
             states.append(NodeDriverState(node=node, driver=self._driver, prepared={u: () for u in uids}, cdi_specs=uids))
         self._cdi_cache = (now, tuple(states))
         return self._cdi_cache[1]
+
+    def _foreign_claims(self) -> frozenset[str]:
+        """UIDs of every claim seen so far that does not carry this run's label (kept once seen: a claim
+        deleted since may still have its spec on a node)."""
+        if self.kube is not None:
+            self._foreign.update(c["metadata"]["uid"] for c in self.kube.items("ResourceClaim")
+                                 if (c["metadata"].get("labels") or {}).get(RUN_LABEL) != self._run_id)
+        return frozenset(self._foreign)
 
     def _cdi_claims(self, node: str) -> frozenset[str]:
         assert self.kind_nodes is not None

@@ -325,3 +325,37 @@ def test_two_steps_ending_at_once_on_two_nodes_leave_the_daemonset_as_it_was() -
     first.join()
     assert store.ds["spec"] == original
     assert fleet._original is None and not fleet._excluded
+
+
+class Claims:
+    """The cluster's ResourceClaims, as a cluster-wide list answers."""
+
+    def __init__(self, claims: list[dict[str, Any]]) -> None:
+        self.claims = claims
+
+    def items(self, kind: str, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
+        assert kind == "ResourceClaim" and namespace is None
+        return list(self.claims)
+
+
+def test_cdi_specs_of_another_users_claims_prepared_during_the_run_are_not_this_runs() -> None:
+    """Someone else's pod on the run's node gets a device of the same driver while the run goes on: its
+    claim's spec is not this run's (no-leak would blame the driver for a claim it rightly holds)."""
+    from draguard.harness.kube import RUN_LABEL
+
+    other = "7c1e0000-0000-4000-8000-000000000002"
+    gone = "9d2f0000-0000-4000-8000-000000000003"  # another user's claim, deleted since it was seen
+    fleet, docker = _kind_fleet()
+    fleet._run_id = "run1"
+    claims = Claims([{"metadata": {"uid": UID, "namespace": "dg-s-run1", "labels": {RUN_LABEL: "run1"}}},
+                     {"metadata": {"uid": other, "namespace": "team-a"}},
+                     {"metadata": {"uid": gone, "namespace": "team-b", "labels": {RUN_LABEL: "run0"}}}])
+    fleet.kube = cast(Kube, claims)
+    docker.answers["w1"] = (0, "".join(f"{TEST_DRIVER_NAME}-{u}-gpu.json\n" for u in (UID, other)), "")
+    [state] = fleet.external_states()
+    assert state.cdi_specs == frozenset({UID})
+    claims.claims = claims.claims[:2]
+    fleet._cdi_cache = None
+    docker.answers["w1"] = (0, "".join(f"{TEST_DRIVER_NAME}-{u}-gpu.json\n" for u in (UID, other, gone)), "")
+    [state] = fleet.external_states()
+    assert state.cdi_specs == frozenset({UID})
