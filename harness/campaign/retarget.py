@@ -40,7 +40,7 @@ from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Node, Request, Scenario, Step
-from draguard.harness.fleet.installed import find_daemonset
+from draguard.harness.fleet.installed import controlled_pods, find_daemonset
 from draguard.harness.fleet.coverage import (LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, coverage, free_devices, pinned_nodes,
                                              scenario_devices)
 
@@ -172,7 +172,8 @@ def detect(kube: Kube, target: RunTarget, kubeconfig: str | None = None) -> Clus
         if ds is not None:
             labels = (ds.get("spec") or {}).get("selector", {}).get("matchLabels") or {}
             ns = ds["metadata"]["namespace"]
-            for pod in kube.items("Pod", ns, label_selector=",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None):
+            selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or None
+            for pod in controlled_pods(kube.items("Pod", ns, label_selector=selector), ds):
                 pods.setdefault(pod["spec"].get("nodeName") or "", []).append(f"{ns}/{pod['metadata']['name']}")
     except ApiError:  # not allowed to list DaemonSets or their pods: no driver chaos
         ds = None

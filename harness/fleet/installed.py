@@ -49,7 +49,7 @@ from ..kube import RUN_LABEL, ApiError, Kube, Obj
 from .base import FLEETS, DriverControl, Fleet, FleetRun, NodeControl, Undoable
 from .coverage import free_devices, pinned_nodes
 
-__all__ = ["InstalledFleet", "find_daemonset", "PLUGINS_DIR"]
+__all__ = ["InstalledFleet", "find_daemonset", "controlled_pods", "PLUGINS_DIR"]
 
 PLUGINS_DIR = "/var/lib/kubelet/plugins"
 CDI_DIR = "/var/run/cdi"
@@ -76,6 +76,14 @@ def find_daemonset(kube: Kube, driver: str, named: tuple[str, str] | None = None
         names = ", ".join(f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in found)
         raise UsageError(f"driver {driver}: several DaemonSets mount {plugin_dir} ({names}); name one in driver.daemonSet")
     return found[0] if found else None
+
+
+def controlled_pods(pods: list[Obj], ds: Obj) -> list[Obj]:
+    """Those of ``pods`` that DaemonSet ``ds`` controls (its selector's labels may be on other pods too: the
+    driver's controller, or every pod of the namespace for a selector of matchExpressions alone)."""
+    uid = ds.get("metadata", {}).get("uid")
+    return [p for p in pods if any(o.get("controller") and o.get("kind") == "DaemonSet" and o.get("uid") == uid
+                                   for o in p["metadata"].get("ownerReferences") or [])]
 
 
 def _ready(pod: Obj) -> bool:
@@ -194,9 +202,7 @@ class InstalledFleet(Fleet):
         labels = ((self.daemonset or {}).get("spec") or {}).get("selector", {}).get("matchLabels") or {}
         selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         pods, _ = kube.list("Pod", ns, label_selector=selector or None, field_selector=f"spec.nodeName={node}")
-        uid = (self.daemonset or {}).get("metadata", {}).get("uid")
-        return [p for p in pods if any(o.get("controller") and o.get("kind") == "DaemonSet" and o.get("uid") == uid
-                                       for o in p["metadata"].get("ownerReferences") or [])]
+        return controlled_pods(pods, self.daemonset or {})
 
     def wait(self, what: str, predicate: Callable[[], bool], timeout: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout

@@ -359,3 +359,43 @@ def test_cdi_specs_of_another_users_claims_prepared_during_the_run_are_not_this_
     docker.answers["w1"] = (0, "".join(f"{TEST_DRIVER_NAME}-{u}-gpu.json\n" for u in (UID, other, gone)), "")
     [state] = fleet.external_states()
     assert state.cdi_specs == frozenset({UID})
+
+
+class SmallCluster:
+    """What retargeting's detection reads of a cluster: one DeviceClass, one node with a device of the
+    driver, the driver's DaemonSet, and in its namespace the DaemonSet's pod and the driver's controller
+    (a ReplicaSet's pod) with the same labels."""
+
+    DS = {"metadata": {"namespace": "gpu", "name": "plugin", "uid": "ds-uid"},
+          "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "gpu-driver"}},
+                   "template": {"spec": {"volumes": [{"hostPath": {"path": "/var/lib/kubelet/plugins/gpu.example.com"}}]}}}}
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        return {"metadata": {"name": name}} if kind == "DeviceClass" else None
+
+    def list(self, kind: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        assert kind == "ResourceSlice"
+        return [{"spec": {"driver": "gpu.example.com", "nodeName": "w1", "pool": {"name": "w1"},
+                          "devices": [{"name": "gpu-0"}]}}], "1"
+
+    def items(self, kind: str, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
+        if kind == "Node":
+            return [{"metadata": {"name": "w1"}, "spec": {}, "status": {}}]
+        if kind == "DaemonSet":
+            return [self.DS]
+        if kind == "Pod":
+            return [{**_pod("plugin-abc", "DaemonSet", "ds-uid"), "spec": {"nodeName": "w1"}},
+                    {**_pod("controller-7f9-xyz", "ReplicaSet", "rs-uid"), "spec": {"nodeName": "w1"}}]
+        return []
+
+    def request(self, method: str, url: str) -> dict[str, Any]:
+        return {"resources": []}
+
+
+def test_a_dry_run_names_the_drivers_pods_as_those_its_daemonset_controls() -> None:
+    from draguard.harness.campaign.retarget import RunTarget, detect
+
+    facts = detect(cast(Kube, SmallCluster()), RunTarget("gpu.example.com", "gpu"))
+    assert facts.daemonset == "gpu/plugin"
+    assert facts.driver_pods == {"w1": ("gpu/plugin-abc",)}
