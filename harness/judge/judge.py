@@ -355,8 +355,10 @@ class Judge:
                 fleet = self._run.fleet if self._run is not None else None
                 partial, not_judged = coverage(fleet is not None and fleet.real_nodes,
                                                fleet is not None and fleet.reads_node_files)
-                if entry.name in not_judged:
-                    status, found, note = "not-checked", [], f"not checked on an installed driver: {not_judged[entry.name]}"
+                if entry.name in not_judged and not found:
+                    status, note = "not-checked", f"not checked on an installed driver: {not_judged[entry.name]}"
+                elif entry.name in not_judged:  # what was seen counts, though the rest could not be judged
+                    note = f"judged in part on an installed driver (it {not_judged[entry.name]})"
                 elif entry.name in partial and status != "not-checked":
                     note = partial[entry.name]
             result.invariants[entry.name] = InvariantResult(entry.name, entry.summary, status, want.expected, found,

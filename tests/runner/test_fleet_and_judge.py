@@ -102,3 +102,26 @@ def test_the_judge_records_a_double_allocation_once_with_its_start_and_fails_the
     verdict = result.invariants["no-double-allocation"]
     assert verdict.status == "violated" and not verdict.met and verdict.violations == [evidence]
     assert result.invariants["no-leak"].status == "not-checked"
+
+
+def test_a_violation_seen_of_an_invariant_an_installed_driver_is_not_judged_for_is_not_hidden() -> None:
+    """container-devices is not judged for the upstream test driver on hollow kubelets (no device truth),
+    but the hollow kubelet's runtime reports a container it refused with an unresolvable CDI device in the
+    pod's status, and the invariant sees it: the verdict keeps it."""
+    from types import SimpleNamespace
+
+    from draguard.harness.invariants.snapshot import Snapshot
+
+    scenario = _scenario("external")
+    pod = {"metadata": {"name": "w-0", "namespace": "ns", "uid": "uid-w-0"}, "spec": {"nodeName": "n0"},
+           "status": {"phase": "Pending", "containerStatuses": [{"name": "main", "state": {"waiting": {
+               "reason": "CreateContainerError",
+               "message": "CDI device injection failed: unresolvable CDI devices k8s.io/test-driver=claim-0"}}}]}}
+    judge = Judge(scenario, Timeline(), "local")
+    judge._run = SimpleNamespace(fleet=FLEETS.get("external").target())  # type: ignore[assignment]
+    judge.judge(["container-devices"], Snapshot(time=1.0, pods=(pod,)))
+    result = ScenarioResult(scenario.name, None, scenario.seed, hold=scenario.expect.hold, violate=scenario.expect.violate)
+    judge.finish(result, {})
+    verdict = result.invariants["container-devices"]
+    assert verdict.status == "violated" and len(verdict.violations) == 1, verdict
+    assert "judged in part on an installed driver" in verdict.note
