@@ -83,7 +83,7 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             _err.print(sc.hold_note, highlight=False, markup=False, soft_wrap=True)
     kubeconfig = str(kube.kubeconfig) if kube.kubeconfig is not None else None
     retarget: Retargeting | None = None
-    if driver_name or device_class or kube.allow_context:
+    if driver_name or device_class:
         retarget = retargeting(driver_name, device_class, backend, kube)
         if retarget.facts is not None:
             _err.print(f"driver {driver_name} (DeviceClass {device_class}): {retarget.facts.describe()}; attributes: "

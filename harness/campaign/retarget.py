@@ -42,7 +42,7 @@ from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Node, Request, Scenario, Step
 from draguard.harness.fleet.installed import controlled_pods, find_daemonset
 from draguard.harness.fleet.coverage import (LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, coverage, free_devices, pinned_nodes,
-                                             scenario_devices)
+                                             runs_containers, scenario_devices)
 
 __all__ = ["refuse_destructive", "kind_kubeconfig", "coverage", "RunTarget", "ClusterFacts", "Plan", "Retargeting", "retargeting", "PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "DESTRUCTIVE", "detect", "decide",
            "retarget", "not_applicable_result", "scenario_devices", "pinned_nodes", "free_devices", "local_facts"]
@@ -104,6 +104,8 @@ class ClusterFacts:
     """Whether the nodes are containers of draguard's kind cluster (steps restart and lose them)."""
     driver_pods: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     """Node -> ``namespace/name`` of the driver's DaemonSet pods there (what driver steps would touch)."""
+    runtimes: frozenset[str] = frozenset()
+    """Nodes that run a real container runtime (:func:`~draguard.harness.fleet.coverage.runs_containers`)."""
 
     def offers(self) -> set[str]:
         """The fleet capabilities (``draguard.harness.fleet``) this cluster gives the driver's steps."""
@@ -126,6 +128,8 @@ class Plan:
 
     nodes: Mapping[str, str]
     exact: bool
+    real_nodes: bool = False
+    """Whether every cluster node it maps to runs a real container runtime (container-devices is judged)."""
 
 
 def _qualify(driver: str, name: str) -> str:
@@ -180,7 +184,8 @@ def detect(kube: Kube, target: RunTarget, kubeconfig: str | None = None) -> Clus
     kind = KindCluster.of_kubeconfig(kubeconfig) is not None if kubeconfig else False
     return ClusterFacts({n: tuple(sorted(d)) for n, d in devices.items()}, frozenset(attributes), allocatable, podgroups,
                         f"{ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else None, kind,
-                        {n: tuple(sorted(p)) for n, p in pods.items()})
+                        {n: tuple(sorted(p)) for n, p in pods.items()},
+                        frozenset(n for n, obj in nodes.items() if runs_containers(obj)))
 
 
 def _demand(scenario: Scenario) -> int | None:
@@ -255,7 +260,7 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
         if w.gang == "podgroup" and not facts.podgroups:
             reasons.append(f"workload {w.name} is a PodGroup gang; the cluster does not serve "
                            "scheduling.k8s.io/v1beta1 podgroups (feature gate GenericWorkload)")
-    partial, not_judged = coverage(not target.local, target.local)
+    partial, not_judged = coverage(not target.local and bool(facts.runtimes), target.local)
     for name in sc.expect.violate:
         if name in not_judged:
             reasons.append(f"it expects {name} violated, which {not_judged[name]}")
@@ -299,7 +304,7 @@ def _plan(sc: Scenario, facts: ClusterFacts) -> tuple[Plan | None, str | None]:
                           f"{facts.describe()}")
         mapping[name] = fits[0]
         del free[fits[0]]
-    return Plan(mapping, exact), None
+    return Plan(mapping, exact, bool(mapping) and all(n in facts.runtimes for n in mapping.values())), None
 
 
 def _extended(sc: Scenario) -> set[str]:
@@ -340,7 +345,7 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
     # On its own control plane draguard starts the scenario's nodes with as many devices (topology kept
     # for the count); on a cluster the scenario's nodes become the cluster's.
     nodes = sc.nodes if target.local else tuple(Node(plan.nodes[n.name], n.group, {}, None, "cluster") for n in sc.nodes)
-    _, not_judged = coverage(not target.local, target.local)
+    _, not_judged = coverage(not target.local and plan.real_nodes, target.local)
     expect = dataclasses.replace(sc.expect, hold=tuple(n for n in sc.expect.hold if n not in not_judged),
                                  evidence=tuple(_evidence(e, plan.nodes) for e in sc.expect.evidence),
                                  unnamed=tuple(n for n in sc.expect.unnamed if n not in not_judged))

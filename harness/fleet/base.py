@@ -177,9 +177,10 @@ class Fleet:
             out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids))
         return tuple(out)
 
-    real_nodes: ClassVar[bool] = False
-    """Whether the nodes are a cluster's own, with a kubelet and a container runtime that report in the
-    pods' statuses what they could not do (the judge reads them: :data:`~.coverage.REAL_NODES`)."""
+    real_nodes: bool = False
+    """Whether the run's nodes have a kubelet and a real container runtime that report in the pods'
+    statuses what they could not do (the judge reads them: :data:`~.coverage.REAL_NODES`); set by a
+    fleet once it sees the nodes."""
 
     @property
     def reads_node_files(self) -> bool:

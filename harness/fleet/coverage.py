@@ -15,7 +15,7 @@ from draguard.harness.driver.topology import preset
 from draguard.harness.kube import Kube, Obj
 from draguard.harness.scenario.types import Scenario
 
-__all__ = ["PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "REAL_NODES", "coverage", "scenario_devices", "pinned_nodes",
+__all__ = ["PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "REAL_NODES", "FAKE_RUNTIMES", "runs_containers", "coverage", "scenario_devices", "pinned_nodes",
            "free_devices"]
 
 PARTIAL: Mapping[str, str] = {
@@ -50,6 +50,18 @@ REAL_NODES: Mapping[str, str] = {
 }
 """What real nodes (a kubelet and a container runtime: a cluster's own) let draguard judge of an invariant
 that :data:`NOT_JUDGED` lists for nodes without a runtime."""
+
+
+FAKE_RUNTIMES = ("draguard", "fakeRuntime", "kwok")
+"""Schemes of ``status.nodeInfo.containerRuntimeVersion`` on nodes without a container runtime: draguard's
+fake node agents (``draguard://``), hollow kubelets (cri-api's fake runtime, ``fakeRuntime://``), kwok."""
+
+
+def runs_containers(node: Obj) -> bool:
+    """Whether ``node`` reports a real container runtime (containerd, CRI-O...), which says in the pods'
+    statuses what it could not do."""
+    version = str(((node.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion") or "")
+    return bool(version) and version.split("://", 1)[0] not in FAKE_RUNTIMES
 
 
 def coverage(real_nodes: bool, node_files: bool) -> tuple[dict[str, str], dict[str, str]]:

@@ -47,7 +47,7 @@ from ..driver.external import TEST_DRIVER_NAME
 from ..invariants import DeviceId, NodeDriverState
 from ..kube import RUN_LABEL, ApiError, Kube, Obj
 from .base import FLEETS, DriverControl, Fleet, FleetRun, NodeControl, Undoable
-from .coverage import free_devices, pinned_nodes
+from .coverage import free_devices, pinned_nodes, runs_containers
 
 __all__ = ["InstalledFleet", "find_daemonset", "controlled_pods", "PLUGINS_DIR"]
 
@@ -115,7 +115,6 @@ class InstalledFleet(Fleet):
     name = "installed"
     capabilities = frozenset({"restart-driver", "kill-node"})
     """At most these: :meth:`offers` says which this cluster has."""
-    real_nodes = True
     republish_grace = 90.0
     """A kubelet that starts wipes its node's ResourceSlices until the drivers register again
     (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, NewDRAPluginManager), and a driver built on
@@ -159,7 +158,9 @@ class InstalledFleet(Fleet):
         self.kube = run.kube
         self._driver = sc.driver.name
         self._run_id = run.run_id
-        self._nodes = tuple(pinned or ()) or tuple(n["metadata"]["name"] for n in run.kube.items("Node"))
+        nodes = {n["metadata"]["name"]: n for n in run.kube.items("Node")}
+        self._nodes = tuple(pinned or ()) or tuple(nodes)
+        self.real_nodes = bool(self._nodes) and all(runs_containers(nodes.get(n) or {}) for n in self._nodes)
         named = run.scenario.driver.daemon_set
         try:
             self.daemonset = find_daemonset(run.kube, run.scenario.driver.name, named)

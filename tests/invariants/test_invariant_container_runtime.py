@@ -43,3 +43,15 @@ def test_a_refusal_a_fake_node_records_in_its_device_truth_counts_once() -> None
                         device_truth=(truth,))
     [v] = container_devices.check(snapshot)
     assert v.message.endswith("(device truth)")
+
+
+def test_only_a_node_with_a_real_container_runtime_counts_as_one() -> None:
+    from draguard.harness.fleet.coverage import runs_containers
+
+    def node(version: str) -> dict[str, Any]:
+        return {"status": {"nodeInfo": {"containerRuntimeVersion": version}}}
+
+    assert runs_containers(node("containerd://2.4.2")) and runs_containers(node("cri-o://1.33.0"))
+    for fake in ("draguard://0.1.0", "fakeRuntime://0.1.0", "kwok://v0.7.0", ""):  # fake agents, hollow kubelets
+        assert not runs_containers(node(fake)), fake
+    assert not runs_containers({})

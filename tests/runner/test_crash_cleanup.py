@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from draguard.harness.cluster.target import KubeTarget
+
 pytestmark = pytest.mark.cluster
 
 SCENARIO = """\
@@ -44,8 +46,10 @@ def test_cleanup_undoes_faults_stops_processes_and_deletes_labelled_objects(drag
     scenario = tmp_path / "crash.yaml"
     scenario.write_text(SCENARIO % {"tag": tag})
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
+    # Under another state folder the cluster is not one of this state's own: its device taint needs consent.
+    context = KubeTarget(draguard_cluster.kubeconfig).active_context()
     cmd = [sys.executable, "-m", "draguard.cli", "run", str(scenario), "--cluster", "kubeconfig",
-           "--kubeconfig", str(draguard_cluster.kubeconfig), "--report-dir", str(tmp_path / "report")]
+           "--kubeconfig", str(draguard_cluster.kubeconfig), "--allow-context", context, "--report-dir", str(tmp_path / "report")]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 90

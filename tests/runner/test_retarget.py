@@ -69,8 +69,8 @@ CASES: dict[str, tuple[str | None, ...]] = {
                                   "from the API's allocations only"),
     "device-failure-silent-health": (MUTANT + " 'silent-health'", "it expects container-devices violated",
                                      "its expected evidence names the fake device gpu-0"),
-    "incomplete-cdi-spec": (MUTANT + " 'incomplete-cdi'", "it expects container-devices violated, which on an "
-                            "installed driver is judged from what the nodes' container runtime reports"),
+    "incomplete-cdi-spec": (MUTANT + " 'incomplete-cdi'", "it expects container-devices violated, which needs the "
+                            "fake node's device truth"),
     "mps-state-left-behind": (MUTANT + " 'leave-sharing-state'",),
     "reset-leak-forget-before-reset": (MUTANT + " 'forget-before-reset'",
                                        "step 0-reset-failure (reset-failure) " + FAKE_FAULT),
@@ -164,10 +164,11 @@ def test_retargeted_scenario_asks_the_installed_class_on_the_cluster_nodes() -> 
     assert new.device_classes == ()
     assert [n.name for n in new.nodes] == ["n0", "n1"] and all(n.topology is None for n in new.nodes)
     assert {r.device_class_name for w in new.workloads for c in w.claims for r in c.requests} == {"test-class"}
-    # On the cluster's own nodes container-devices is judged from what the runtime reports: it stays in hold.
-    assert "container-devices" in new.expect.hold and not set(coverage(True, False)[1]) & set(new.expect.hold)
-    local = retarget(sc, dataclasses.replace(TARGET, local=True), plan)  # fake nodes and the test driver: no runtime
-    assert not set(NOT_JUDGED) & set(local.expect.hold)
+    assert not set(NOT_JUDGED) & set(new.expect.hold)  # FACTS' nodes report no real container runtime
+    # On nodes with a real runtime container-devices is judged from what it reports: it stays in hold.
+    _, real = decide(sc, TARGET, dataclasses.replace(FACTS, runtimes=frozenset({"n0", "n1"})))
+    assert real is not None and real.real_nodes
+    assert "container-devices" in retarget(sc, TARGET, real).expect.hold and not coverage(True, False)[1]
     assert new.expect.violate == sc.expect.violate
     pod = deploy.pod(new.workloads[0], 0, "ns", "run", new.name, pinned_nodes(new))
     term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]

@@ -52,7 +52,7 @@ def test_a_node_agent_restart_against_the_upstream_test_driver_on_its_own_contro
     assert {d["device"] for d in allocated} <= {f"device-{i:02d}" for i in range(4)}
     na = by["driver-down-until-cleanup"]
     assert na["outcome"] == "not-applicable"
-    assert "step 0-driver-down (driver-down) is a fault of draguard's fake driver" in na["notApplicable"]
+    assert "step 0-driver-down (driver-down) restarts or stops the driver, which draguard does through the driver's DaemonSet" in na["notApplicable"]
 
 
 def test_on_its_own_control_plane_only_the_upstream_test_driver_can_run(tmp_path: Path) -> None:
