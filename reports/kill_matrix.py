@@ -95,13 +95,15 @@ def write_kill_matrix(matrix: KillMatrix, out: Path) -> list[Path]:
     for cell in matrix.cells:
         if cell.record is not None:
             place_record(cell.record, out / cell.mutant / cell.scenario)
-    return [write_json(out / JSON, matrix.as_dict(), indent=1), write_atomic(out / MARKDOWN, render_markdown(matrix))]
+    data = matrix.as_dict()  # the Markdown says what the JSON holds (its figures rounded as there)
+    return [write_json(out / JSON, data, indent=1), write_atomic(out / MARKDOWN, render_markdown(KillMatrix.from_dict(data)))]
 
 
 def write_doc(matrix: KillMatrix, doc: Path) -> list[Path]:
     """The Markdown at ``doc`` (``docs/kill-matrix.md``) and its data beside it (``docs/kill-matrix.json``,
     which the Markdown names)."""
-    return [write_atomic(doc, render_markdown(matrix, JSON)), write_json(doc.with_suffix(".json"), matrix.as_dict(), indent=1)]
+    data = matrix.as_dict()
+    return [write_atomic(doc, render_markdown(KillMatrix.from_dict(data), JSON)), write_json(doc.with_suffix(".json"), data, indent=1)]
 
 
 def read_kill_matrices(paths: list[Path]) -> KillMatrix:
