@@ -40,6 +40,7 @@ from draguard.harness.core.paths import NodeDirs, state_dir
 __all__ = [
     "TEST_DRIVER_NAME",
     "ExternalPluginProcess",
+    "claims_of_cdi_specs",
     "find_test_driver",
     "external_device_class",
     "published_slices",
@@ -172,8 +173,14 @@ class ExternalPluginProcess(NodeProcess):
 
     def prepared_claims(self) -> set[str]:
         """UIDs of the claims the driver holds prepared, read from its CDI spec file names."""
-        prefix = f"{self.driver}-"
-        return {p.name[len(prefix):len(prefix) + 36] for p in self.cdi_specs()}
+        return set(claims_of_cdi_specs(self.driver, [p.name for p in self.cdi_specs()]))
+
+
+def claims_of_cdi_specs(driver: str, names: list[str]) -> frozenset[str]:
+    """Claim UIDs named by the upstream test driver's CDI spec files among ``names``: it writes one per
+    claim and request, ``<driver>-<claim UID>-<request>.json`` (test/e2e/dra/test-driver/app/kubeletplugin.go)."""
+    prefix = f"{driver}-"
+    return frozenset(n[len(prefix):len(prefix) + 36] for n in names if n.startswith(prefix) and n.endswith(".json"))
 
 
 def external_device_class(name: str, driver: str = TEST_DRIVER_NAME) -> Obj:

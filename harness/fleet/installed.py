@@ -43,7 +43,7 @@ from typing import Any
 from draguard.harness.core.errors import HarnessError, UsageError
 
 from ..cluster.kind.cluster import KindCluster, KindNodes
-from ..driver.external import TEST_DRIVER_NAME
+from ..driver.external import TEST_DRIVER_NAME, claims_of_cdi_specs
 from ..invariants import DeviceId, NodeDriverState
 from ..kube import RUN_LABEL, ApiError, Kube, Obj
 from .base import FLEETS, DriverControl, Fleet, FleetRun, NodeControl, Undoable
@@ -308,7 +308,6 @@ class InstalledFleet(Fleet):
 
     def _cdi_claims(self, node: str) -> frozenset[str]:
         assert self.kind_nodes is not None
-        prefix = f"{self._driver}-"
         try:
             listing = self.kind_nodes.engine.run(["exec", node, "ls", "-1", CDI_DIR], timeout=20, check=False)
         except subprocess.TimeoutExpired as exc:
@@ -316,8 +315,7 @@ class InstalledFleet(Fleet):
         if listing.returncode != 0 and "No such file" not in listing.stderr:  # unread is not empty
             raise HarnessError(f"node {node}: cannot list the driver's CDI specs in {CDI_DIR}: "
                                f"{(listing.stderr or listing.stdout).strip()[-300:]}")
-        return frozenset(name[len(prefix):len(prefix) + 36] for name in listing.stdout.split()
-                         if name.startswith(prefix) and name.endswith(".json"))
+        return claims_of_cdi_specs(self._driver, listing.stdout.split())
 
     @property
     def reads_node_files(self) -> bool:
