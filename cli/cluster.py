@@ -17,6 +17,7 @@ from draguard.harness.campaign.selfcheck import run_allocation_check
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster.kind import engine, quirks
 from draguard.harness.cluster.kind.cluster import KindCluster, ensure_node_image, list_kind_clusters
+from draguard.harness.cluster.kind.driverimage import fake_driver_image
 from draguard.harness.cluster.kind.image import upstream_driver_image
 from draguard.harness.cluster.local import (
     COMPONENT_ORDER,
@@ -176,12 +177,22 @@ def kind_image() -> None:
 
 @command.command("kind-driver-image")
 @name_option
-def kind_driver_image(name: str) -> None:
-    """Build the upstream DRA test driver's image and load it into a kind cluster's nodes, for
-    deploy/dra-test-driver.yaml; print its tag."""
+@click.option("--driver", "which", type=click.Choice(["test", "fake"]), default="test", show_default=True,
+              help="test: the upstream DRA test driver (deploy/dra-test-driver.yaml); fake: draguard's fake driver "
+                   "(deploy/fake-driver.yaml), Debian's python3 and the wheel of this checkout, built offline and cached.")
+def kind_driver_image(name: str, which: str) -> None:
+    """Build a driver's image and load it into a kind cluster's nodes; print its tag."""
     cluster = KindCluster(name, progress=_progress)
     if KindCluster.of_kubeconfig(cluster.kubeconfig) is None:
         raise UsageError(f"kind cluster {name!r} is not up; `draguard cluster up --backend kind --name {name}` first")
+    if which == "fake":
+        t0 = time.monotonic()
+        image, stages = fake_driver_image(progress=_progress)
+        _progress(f"fake driver image {image.keyed_tag} in {time.monotonic() - t0:.1f}s "
+                  + ("(cached)" if len(stages) == 1 else "(" + ", ".join(f"{k} {v}" for k, v in stages.items()) + ")"))
+        cluster.load_image_archive(image.tarball)
+        click.echo(image.tag)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         tag, archive = upstream_driver_image(Path(tmp) / "dra-test-driver.tar", progress=_progress)
         cluster.load_image_archive(archive)

@@ -37,7 +37,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 
 from draguard.harness.core import jsonfast
-from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.errors import HarnessError, UsageError
 
 __all__ = ["Kind", "KINDS", "Kube", "ApiError", "Obj", "RUN_LABEL", "WORKLOAD_LABEL", "MEMBER_LABEL"]
 
@@ -388,6 +388,18 @@ class Kube:
             )
         except Exception as exc:  # the library raises bare ConfigException, IOError, yaml errors
             raise HarnessError(f"{path or '~/.kube/config'}: cannot load kubeconfig: {exc}") from exc
+        return cls(cfg, pool_size)
+
+    @classmethod
+    def in_cluster(cls, pool_size: int = 0) -> Kube:
+        """The API server of the cluster this process runs in, as its pod's ServiceAccount (the token and CA
+        the kubelet mounts at /var/run/secrets/kubernetes.io/serviceaccount; the token is read again as
+        the kubelet rotates it)."""
+        cfg = Configuration()
+        try:
+            kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except Exception as exc:  # ConfigException: not in a pod, or no token mounted
+            raise UsageError(f"in-cluster configuration: {exc} (run in a pod, or give --kubeconfig)") from exc
         return cls(cfg, pool_size)
 
     # -- paths -------------------------------------------------------------------------------

@@ -79,3 +79,28 @@ class NodeDirs:
         for d in (self.registry, self.plugins, self.cdi):
             d.mkdir(parents=True, exist_ok=True)
         return self
+
+
+KUBELET_DIR = Path("/var/lib/kubelet")
+CDI_DIR = Path("/var/run/cdi")
+
+
+@dataclass(frozen=True)
+class KubeletDirs(NodeDirs):
+    """A real node's directories, as a driver pod mounts them from the host at the same paths: the
+    kubelet's registration directory ``/var/lib/kubelet/plugins_registry``, its plugin directories
+    ``/var/lib/kubelet/plugins/<driver>`` (where the DRA socket, the checkpoint and the fault file live,
+    so they outlast the pod), and containerd's CDI directory ``/var/run/cdi``. ``root`` keeps only what has
+    no kubelet home (the fake hardware's device truth)."""
+
+    @property
+    def registry(self) -> Path:
+        return KUBELET_DIR / "plugins_registry"
+
+    @property
+    def plugins(self) -> Path:
+        return KUBELET_DIR / "plugins"
+
+    @property
+    def cdi(self) -> Path:
+        return CDI_DIR

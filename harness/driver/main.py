@@ -13,9 +13,11 @@ injected crash's own code.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from draguard.harness.core.errors import UsageError
 from draguard.harness.core.paths import DEFAULT_DRIVER, state_dir
 from draguard.harness.core.process import child_logging, child_main, stop_on_signals
 
@@ -53,8 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m draguard.harness.driver.main")
     sub = parser.add_subparsers(dest="mode", required=True)
     fake = sub.add_parser("fake")
-    fake.add_argument("--kubeconfig", type=Path, required=True)
-    fake.add_argument("--node", required=True)
+    fake.add_argument("--kubeconfig", type=Path, default=None)
+    fake.add_argument("--in-cluster", action="store_true",
+                      help="no kubeconfig: the pod's ServiceAccount (a DaemonSet's driver pod)")
+    fake.add_argument("--node", default=os.environ.get("NODE_NAME"),
+                      help="the node it serves (default: $NODE_NAME, from the downward API in a pod)")
+    fake.add_argument("--kubelet-dirs", action="store_true",
+                      help="sockets, checkpoint and CDI specs where a real node's kubelet and containerd look")
     fake.add_argument("--root", type=Path, default=None)
     fake.add_argument("--node-root", type=Path, default=None)
     fake.add_argument("--driver", default=DEFAULT_DRIVER)
@@ -79,8 +86,12 @@ def _run(argv: list[str]) -> int:
     if args.mode == "host":
         run_host(args.kubeconfig, args.root, args.nodes_file, args.driver, args.reset_ms, args.log_level)
         return 0
+    if not args.node:
+        raise UsageError("--node: the node this driver serves (or $NODE_NAME) is missing")
+    if args.kubeconfig is None and not args.in_cluster:
+        raise UsageError("--kubeconfig: missing (or --in-cluster, in a pod)")
     run_fake(DriverConfig(
-        kubeconfig=args.kubeconfig, node=args.node, root=args.root if args.root is not None else state_dir() / "nodes",
+        kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, kubelet_dirs=args.kubelet_dirs, node=args.node, root=args.root if args.root is not None else state_dir() / "nodes",
         node_root=args.node_root, driver=args.driver, devices=args.devices, topology=args.topology, mutant=args.mutant,
         health_interval=args.health_interval, reset_seconds=args.reset_ms / 1000,
     ), args.log_level)

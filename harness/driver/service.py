@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 
 from draguard.harness.core.errors import HarnessError, UsageError
-from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
+from draguard.harness.core.paths import DEFAULT_DRIVER, KubeletDirs, NodeDirs
 from draguard.harness.core.process import check_dns_subdomain, claim_socket_path, release_socket_paths
 
 from ..grpcapi import pluginregistration_pb2, pluginregistration_pb2_grpc
@@ -237,6 +237,10 @@ class DriverConfig:
     reset_seconds: float = 0.005
     cleanup_interval: float = 30.0
     resync_interval: float = 1.0
+    in_cluster: bool = False
+    """No kubeconfig: the API server of the cluster the driver's pod runs in, as its ServiceAccount."""
+    kubelet_dirs: bool = False
+    """Serve and write where a real node's kubelet and containerd look (:class:`KubeletDirs`), not under ``root``."""
 
 
 @dataclass
@@ -261,14 +265,16 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
         raise UsageError("--devices and --topology: give one of them, not both")
     specs = load_topology(config.topology).device_specs() if config.topology else generic(config.devices or DEFAULT_DEVICES)
     inventory = resolve(specs, config.node)
-    dirs = NodeDirs(Path(config.root).absolute(), config.node)
+    dirs = (KubeletDirs if config.kubelet_dirs else NodeDirs)(Path(config.root).absolute(), config.node)
     # Both socket paths are checked before anything is written, so a taken socket leaves no trace.
     claim_socket_path(dirs.dra_socket(config.driver))
     claim_socket_path(dirs.registration_socket(config.driver))
     if kube is None and config.kubeconfig is not None:
         kube = Kube.from_kubeconfig(config.kubeconfig)
+    elif kube is None and config.in_cluster:
+        kube = Kube.in_cluster()
     if kube is None:
-        raise UsageError("--kubeconfig: the fake driver needs an API server to read ResourceClaims")
+        raise UsageError("--kubeconfig: the fake driver needs an API server to read ResourceClaims (or --in-cluster in a pod)")
     dirs.create()
     plugin = FakeDriver(
         driver=config.driver,

@@ -42,7 +42,7 @@ from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.paths import cache_dir
 
 __all__ = ["DEBIAN_SUITE", "PACKAGES", "NodeImage", "node_image_key", "build_node_rootfs", "busybox_image", "upstream_driver_image",
-           "kind_dir", "ETCD_IMAGE_TAG", "missing_build_tools"]
+           "kind_dir", "base_key", "base_rootfs", "ETCD_IMAGE_TAG", "missing_build_tools"]
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("DRAGUARD_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -83,13 +83,14 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def _base_key() -> str:
+def base_key() -> str:
+    """The key of stage 1, the Debian rootfs (the fake driver's image starts from it too)."""
     return _digest(DEBIAN_SUITE, DEBIAN_MIRROR, *PACKAGES, _BASE_FORMAT)
 
 
 def node_image_key() -> str:
     files = json.dumps(nodefiles.node_files(bins.K8S_VERSION), sort_keys=True)
-    return _digest(_base_key(), bins.K8S_VERSION, components.KIND_VERSION, components.CONTAINERD_VERSION,
+    return _digest(base_key(), bins.K8S_VERSION, components.KIND_VERSION, components.CONTAINERD_VERSION,
                    components.CNI_PLUGINS_VERSION, components.CRICTL_VERSION, components.COREDNS_VERSION, components.go_version(),
                    ETCD_IMAGE_TAG,
                    nodefiles.SANDBOX_IMAGE, files, _FORMAT)
@@ -142,9 +143,9 @@ mkdir -p "$root/etc/kubernetes/manifests"
 """
 
 
-def _base_rootfs(work: Path, progress: Progress) -> Path:
+def base_rootfs(work: Path, progress: Progress) -> Path:
     """Stage 1, cached as a tarball: the Debian rootfs with the packages installed."""
-    cached = kind_dir() / f"rootfs-{_base_key()}.tar"
+    cached = kind_dir() / f"rootfs-{base_key()}.tar"
     if cached.is_file():
         return cached
     root = work / "base"
@@ -263,7 +264,7 @@ def build_node_rootfs(image: NodeImage, progress: Progress = print) -> Path:
     log = kind_dir() / "image-build.log"
     work = Path(tempfile.mkdtemp(prefix="node-", dir=kind_dir()))
     try:
-        base = _base_rootfs(work, progress)
+        base = base_rootfs(work, progress)
         groups = components.ensure_all(progress)
         control = bins.resolve(progress=progress)
         root = work / "rootfs"
