@@ -5,8 +5,9 @@ Exit codes: 0 every check passed or was skipped with its reason, 1 a check faile
 ``certify --verify``: a file changed, missing or empty, a PRODUCT.yaml field or URL, the e2e.log
 version line, junit_01.xml and e2e.log disagreeing, a required check skipped, a check failed, or a
 programme's requirement not met; each named on its own line), 2 bad input (a missing product field,
-an unknown profile or programme, not a bundle), an unusable cluster, or (``conformance``, checked
-before any check starts) a ``--device-class`` that selects no published device, 130 interrupted.
+an unknown profile or programme, not a bundle), an unusable cluster, or, checked before any check
+starts, a ``--device-class`` that selects no published device, a ``--namespace`` that does not exist,
+or (``certify``) a socket path with no socket, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ _restart = click.option("--restart-command", default=None,
                         help="Shell command that restarts the driver on node {node} (restart checks).")
 _fake = click.option("--fake-driver-root", type=click.Path(file_okay=False, path_type=Path),
                      help="Node root of draguard's fake driver: node-side checks and fault hooks.")
+_namespace = click.option("--namespace", default=None,
+                          help="An existing namespace to create the checks' objects in [default: a namespace of the "
+                               "suite's own]; only what the suite creates is deleted.")
 _wait = click.option("--wait-timeout", type=click.FloatRange(5, 3600), default=60.0, show_default=True,
                      help="seconds a pod may take to run or go")
 
@@ -79,6 +83,7 @@ def _need(**values: object) -> None:
 @_restart
 @_fake
 @_wait
+@_namespace
 @click.option("--check", "select", multiple=True, help="Run only checks whose id matches this glob (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write verdict.json here.")
@@ -86,7 +91,7 @@ def _need(**values: object) -> None:
 def conformance_command(
     kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], restart_command: str | None, fake_driver_root: Path | None, wait_timeout: float,
-    select: tuple[str, ...], out: Path | None, list_only: bool,
+    namespace: str | None, select: tuple[str, ...], out: Path | None, list_only: bool,
 ) -> int:
     """Check a DRA driver installed in a cluster: claims, sharing, topology, gangs, chaos."""
     kubeconfig, context = kube.kubeconfig, kube.context
@@ -101,7 +106,8 @@ def conformance_command(
     _need(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class)
     assert kubeconfig and driver_name and device_class
     config = ClusterConfig(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, context=context,
-                           nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout)
+                           nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout,
+                           namespace=namespace)
     # Pre-flight: every check but one creates claims; with nothing allocatable each would wait for nothing.
     require_allocatable(Kube.from_kubeconfig(kubeconfig, context), device_class, where=str(kubeconfig))
     result = run_conformance(config, node_access(fake_driver_root, driver_name, restart_command), _line)
@@ -127,6 +133,7 @@ def conformance_command(
 @_restart
 @_fake
 @_wait
+@_namespace
 @click.option("--capabilities", "capabilities_file", type=click.Path(dir_okay=False, path_type=Path),
               help="YAML/JSON file of what the driver supports (see draguard sanity --help); the sanity checks "
                    "for what it does not declare are reported not applicable.")
@@ -141,8 +148,8 @@ def certify_command(
     kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], product: Path | None, out: Path | None, registration_socket: Path | None,
     plugin_socket: Path | None, node: str | None, cdi_dir: Path | None, restart_command: str | None,
-    fake_driver_root: Path | None, wait_timeout: float, capabilities_file: Path | None, idempotent_count: int,
-    programmes: tuple[str, ...], bundle: Path | None,
+    fake_driver_root: Path | None, wait_timeout: float, namespace: str | None, capabilities_file: Path | None,
+    idempotent_count: int, programmes: tuple[str, ...], bundle: Path | None,
 ) -> int:
     """Run the suites against a driver and write a certification bundle (or --verify one)."""
     kubeconfig, context = kube.kubeconfig, kube.context
@@ -167,7 +174,7 @@ def certify_command(
         profiles=parse_profiles(profiles), context=context, nodes=nodes, registration_socket=registration_socket,
         plugin_socket=plugin_socket, node=node, cdi_dir=cdi_dir, restart_command=restart_command,
         fake_driver_root=fake_driver_root, wait_timeout=wait_timeout, programmes=parse_programmes(programmes),
-        capabilities=capabilities_file, idempotent_count=idempotent_count,
+        capabilities=capabilities_file, idempotent_count=idempotent_count, namespace=namespace,
         argv=_argv(click.get_current_context()),
     )
     result, archive = certify(opts, _line)

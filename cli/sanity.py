@@ -18,9 +18,16 @@ from pathlib import Path
 import click
 
 from draguard import reports
-from draguard.conformance.sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity, sanity_checks
+from draguard.conformance.sanity import (
+    CommandHooks,
+    FakeDriverHooks,
+    SanityConfig,
+    require_sockets,
+    run_sanity,
+    sanity_checks,
+)
 from draguard.conformance.sanity.capabilities import load_capabilities
-from draguard.harness.core.errors import EXIT_OK, UsageError
+from draguard.harness.core.errors import EXIT_OK
 from draguard.harness.result import CheckResult, RunResult
 from draguard.reports.console import check_line, check_summary
 
@@ -86,10 +93,7 @@ def command(
         for e in entries:
             click.echo(f"{e.name}\t{e.summary}\t{e.meta.get('source')}")
         return EXIT_OK
-    for flag, sock in (("--registration-socket", registration_socket), ("--plugin-socket", plugin_socket)):
-        if sock is not None and not sock.is_socket():  # pre-flight: nothing there to call
-            raise UsageError(f"{flag} {sock}: {'not a socket' if sock.exists() else 'no such socket'} "
-                             "(is the driver running on this node? it registers in <kubelet dir>/plugins_registry)")
+    require_sockets(registration_socket, plugin_socket)  # pre-flight: nothing there to call
     config = SanityConfig(
         registration_socket=registration_socket.absolute(), kubeconfig=kubeconfig, driver=driver_name,
         plugin_socket=plugin_socket.absolute() if plugin_socket else None, node=node,

@@ -1,7 +1,10 @@
 """``draguard certify``: run the sanity suite (when the driver's sockets are given) and the cluster suite,
 and write the certification bundle (:mod:`draguard.reports.bundle`).
 
-The product description is validated before anything runs (a missing field is exit 2 naming it).
+The product description is validated before anything runs (a missing field is exit 2 naming it),
+and so is what the run needs (exit 2 naming it, before either suite starts): a socket at each socket
+path given, the programmes' Kubernetes release, and a ``--device-class`` that selects some published
+device (:func:`draguard.harness.cluster.preflight.require_allocatable`).
 The bundle's evidence is what the run saw: the driver's ResourceSlices, each conformance check's
 claims, pods and events, the sanity suite's gRPC call trace, and the fake driver's logs when
 node access to it was given. Its environment: Kubernetes version, feature gates, draguard version,
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from draguard.harness.cluster.preflight import require_allocatable
 from draguard.harness.core.environment import run_environment
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.registry import CHECKS
@@ -33,7 +37,7 @@ from draguard.reports.bundle import Verification, load_product, open_bundle, ver
 
 from .cluster import PROFILES, ClusterConfig, CommandAccess, FakeDriverAccess, cluster_checks, run_conformance
 from .programmes import PROGRAMMES, BundleView, programme, release_of
-from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, run_sanity
+from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, require_sockets, run_sanity
 from .sanity.capabilities import load_capabilities
 
 __all__ = ["CertifyOptions", "certify", "parse_profiles", "parse_programmes", "required_checks", "verify",
@@ -95,6 +99,9 @@ class CertifyOptions:
     """What the driver declares it supports (sanity ``--capabilities``); read before the cluster is touched."""
     idempotent_count: int = 10
     wait_timeout: float = 60.0
+    namespace: str | None = None
+    """An existing namespace both suites create their objects in (they delete only what they made);
+    by default each makes a namespace of its own."""
     programmes: tuple[str, ...] = ()
     """Programmes whose files to render into the bundle (``--programme``)."""
     argv: list[str] = field(default_factory=list)
@@ -146,11 +153,17 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
     declared = load_capabilities(opts.capabilities) if opts.capabilities is not None else None
     if opts.out.exists() and not opts.out.is_dir():
         raise UsageError(f"--out {opts.out}: exists and is not a folder")
+    require_sockets(opts.registration_socket, opts.plugin_socket)
     kube = Kube.from_kubeconfig(opts.kubeconfig, opts.context)
     env = _environment(kube, opts.driver, product)
     release = release_of(env.get("kubernetes"))
     for name in opts.programmes:
         programme(name).preflight(release)
+    # Pre-flight, before either suite starts: with nothing allocatable every cluster check would only
+    # record that cause (and the sanity suite, run first, would take its minutes for a bundle of nothing).
+    require_allocatable(kube, opts.device_class, where=str(opts.kubeconfig))
+    if opts.namespace is not None and kube.get("Namespace", opts.namespace) is None:
+        raise UsageError(f"--namespace {opts.namespace}: no such namespace in the cluster")
     result = RunResult(run_id="certify")
     evidence: dict[str, str | bytes] = {}
     if opts.registration_socket is not None:
@@ -167,7 +180,8 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
             sanity = run_sanity(SanityConfig(
                 registration_socket=opts.registration_socket.absolute(), kubeconfig=opts.kubeconfig, driver=opts.driver,
                 plugin_socket=opts.plugin_socket, node=opts.node, cdi_dir=opts.cdi_dir, context=opts.context,
-                trace=trace, capabilities=declared, idempotent_count=opts.idempotent_count), hooks, on_result=on_result)
+                trace=trace, capabilities=declared, idempotent_count=opts.idempotent_count, namespace=opts.namespace),
+                hooks, on_result=on_result)
             result.checks += sanity.checks
             env["sanity"] = sanity.environment
             if trace.exists():
@@ -178,7 +192,8 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
     access = node_access(opts.fake_driver_root, opts.driver, opts.restart_command)
     conformance = run_conformance(ClusterConfig(
         kubeconfig=opts.kubeconfig, driver=opts.driver, device_class=opts.device_class, context=opts.context,
-        nodes=opts.nodes, profiles=opts.profiles, wait_timeout=opts.wait_timeout), access, on_result, collected)
+        nodes=opts.nodes, profiles=opts.profiles, wait_timeout=opts.wait_timeout, namespace=opts.namespace), access,
+        on_result, collected)
     result.checks += conformance.checks
     result.run_id = conformance.run_id.replace("conformance-", "certify-")
     env["conformance"] = conformance.environment

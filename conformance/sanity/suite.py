@@ -71,6 +71,7 @@ __all__ = [
     "run_check",
     "run_sanity",
     "open_context",
+    "require_sockets",
 ]
 
 log = logging.getLogger("draguard.sanity")
@@ -538,6 +539,15 @@ class SanityContext:
                 self.kube.delete("Namespace", self.namespace)
             except (ApiError, HarnessError) as exc:
                 log.warning("cannot delete namespace %s: %s", self.namespace, exc)
+
+
+def require_sockets(registration_socket: Path | None, plugin_socket: Path | None) -> None:
+    """Pre-flight: :class:`UsageError` (exit 2) naming the flag when a socket path given has no socket there
+    (nothing to call: every check would fail on it)."""
+    for flag, sock in (("--registration-socket", registration_socket), ("--plugin-socket", plugin_socket)):
+        if sock is not None and not sock.is_socket():
+            raise UsageError(f"{flag} {sock}: {'not a socket' if sock.exists() else 'no such socket'} "
+                             "(is the driver running on this node? it registers in <kubelet dir>/plugins_registry)")
 
 
 def _answer(result: ClaimResult) -> list[tuple[str, str, tuple[str, ...]]]:

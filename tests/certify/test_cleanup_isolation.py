@@ -2,17 +2,21 @@
 
 Objects a user made beforehand in the namespace the suites are given — claims with and without a
 draguard run label, a pod, names the suites might pick — are all still there, unchanged, after a
-sanity run and a conformance run in that namespace; what the suites made there is gone. Against the
-fake driver on the real local control plane."""
+sanity run and a conformance run in that namespace, and after ``certify --namespace`` (both suites,
+through the command line); what the suites made there is gone. Against the fake driver on the real
+local control plane."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from draguard.cli.main import main
 from draguard.conformance.cluster import ClusterConfig, run_conformance
 from draguard.conformance.sanity import FakeDriverHooks, SanityConfig, run_sanity
 from draguard.harness.core.paths import NodeDirs
@@ -86,3 +90,35 @@ def test_a_sanity_run_and_a_conformance_run_leave_other_objects_in_their_namespa
     assert _survivors(kube, ns, theirs) == theirs
     assert _left_by_suite(kube, ns, theirs) == []
     assert kube.get("Namespace", ns) is not None  # a namespace the suites were given is not theirs to delete
+
+
+def test_certify_given_the_namespace_leaves_other_objects_in_it_alone(
+    make_fleet: Callable[..., Any], draguard_cluster: Any,
+    shared_namespace: tuple[str, dict[tuple[str, str], str]], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same through the command line a vendor uses: ``certify --namespace`` hands the namespace to
+    both suites, which create their objects there and remove only those."""
+    ns, theirs = shared_namespace
+    kube: Kube = draguard_cluster.kube()
+    (tmp_path / "product.yaml").write_text(
+        "vendor: Example\nname: GPU\nversion: '1'\ntype: DRA driver\ndescription: d\n"
+        "website_url: https://example.com\ndocumentation_url: https://example.com/docs\n"
+        "contact_email_address: dra@example.com\ndriver_image: registry.example.com/gpu:1\n")
+    with make_fleet(nodes=1) as f:
+        node = f.nodes[0]
+        dirs = NodeDirs(f.root, node)
+        code = main(["certify", "--kubeconfig", str(f.kubeconfig), "--driver", f.driver, "--device-class",
+                     f.device_class, "--profile", "core", "--namespace", ns, "--product", str(tmp_path / "product.yaml"),
+                     "--out", str(tmp_path / "b"), "--registration-socket", str(dirs.registration_socket(f.driver)),
+                     "--node", node, "--cdi-dir", str(dirs.cdi), "--fake-driver-root", str(f.root),
+                     "--idempotent-count", "2"])
+        assert code == 0, capsys.readouterr().out
+    made = json.loads((tmp_path / "b" / "evidence" / "checks" / "conformance.core.template-claim" /
+                       "resourceclaims.json").read_text())
+    assert made and all(c["metadata"]["namespace"] == ns for c in made)  # the suites did work in it
+    calls = [json.loads(line) for line in (tmp_path / "b" / "evidence" / "grpc-calls.jsonl").read_text().splitlines()]
+    prepared = {c["namespace"] for call in calls if call["method"] == "NodePrepareResources" for c in call["claims"]}
+    assert prepared == {ns}, prepared
+    assert _survivors(kube, ns, theirs) == theirs
+    assert _left_by_suite(kube, ns, theirs) == []
+    assert kube.get("Namespace", ns) is not None
