@@ -470,6 +470,13 @@ class Registry:
         return edits
 
 
+def resolvable(cdi_dir: Path) -> frozenset[str]:
+    """The qualified device names that the specs in ``cdi_dir`` resolve: each defined once there (a
+    missing folder resolves none)."""
+    registry = Registry([cdi_dir])
+    return frozenset(q for q in registry.devices if q not in registry.conflicts)
+
+
 def check_ids(cdi_dir: Path, ids: Sequence[str]) -> list[str]:
     """Problems resolving ``ids`` against the specs in ``cdi_dir``, one sentence each; empty if all resolve.
 

@@ -174,7 +174,8 @@ class Fleet:
         out = []
         for node, proc in self.external_drivers.items():
             uids = frozenset(proc.prepared_claims())
-            out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids))
+            out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids,
+                                       cdi_devices=proc.cdi_devices()))
         return tuple(out)
 
     real_nodes: bool = False

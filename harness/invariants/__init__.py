@@ -7,10 +7,12 @@ summary. Importing this package registers all of them. Reports, tests and scenar
 
     claim-atomic, gang-atomic, no-double-allocation, topology, no-leak, no-legacy-mix,
     sharing-explicit, container-devices, per-claim-errors,
-    prepare-idempotent, unprepare-unknown, prepared-devices-allocated, no-prepare-loop
+    prepare-idempotent, unprepare-unknown, prepared-devices-allocated, no-prepare-loop,
+    cdi-specs-resolve, lock-free-handlers
 
-The last five judge any driver from what every driver exposes: its gRPC calls and answers as the
-interposer recorded them (:mod:`.calls` reads that record for them).
+The last seven judge any driver from what every driver exposes: its gRPC calls and answers as the
+interposer recorded them (:mod:`.calls` reads that record for them), with its node's CDI folder for
+``cdi-specs-resolve``.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from draguard.harness.invariants import (  # noqa: F401  (each registers itself)
+    cdi_specs_resolve,
     claim_atomic,
     container_devices,
     gang_atomic,
+    lock_free_handlers,
     no_double_allocation,
     no_leak,
     no_legacy_mix,
@@ -76,6 +80,8 @@ NAMES = (
     unprepare_unknown.NAME,
     prepared_devices.NAME,
     no_prepare_loop.NAME,
+    cdi_specs_resolve.NAME,
+    lock_free_handlers.NAME,
 )
 """Every invariant defined here, in the order of the issue."""
 

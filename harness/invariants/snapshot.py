@@ -89,6 +89,9 @@ class NodeDriverState:
     """Device name -> state (from its checkpoint)."""
     cdi_specs: frozenset[str] = frozenset()
     """Claim UIDs that have a CDI spec file in the node's CDI folder."""
+    cdi_devices: frozenset[str] | None = None
+    """The fully qualified CDI device names (``vendor/class=name``) that the node's CDI folder resolves
+    (each defined once there); None when the folder was not read (a node whose files draguard cannot see)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,13 @@ class DriverCall:
     answers: Mapping[str, tuple[PreparedDevice, ...]] | None = None
     """uid -> the devices a NodePrepareResources answered for that claim (claims it failed have none);
     None when the record does not carry the answers."""
+    duration: float | None = None
+    """Seconds from the call's start to its answer, as the interposer timed it (None: not recorded)."""
+
+    @property
+    def end(self) -> float | None:
+        """When the answer came, in the run's seconds (None without a duration)."""
+        return None if self.duration is None else self.time + self.duration
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from draguard.harness.core.fsio import StampedReads
 from draguard.harness.core.registry import INVARIANTS
 from draguard.harness.fleet.coverage import coverage
 
+from ..cdi import resolvable
 from ..devices.probe import FakeProbe
 from ..devices.truth import DeviceTruth, NodeTruth
 from ..driver.inflight import in_flight
@@ -300,7 +301,8 @@ class Judge:
         cdi_dir = h.fleet.drivers[node].node_root / node / "cdi"
         prefix = f"{h.driver_name}-"
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
-        return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs)
+        return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs,
+                               cdi_devices=resolvable(cdi_dir))
 
     def _gpu_usage(self, h: JudgedRun) -> dict[DeviceId, GpuUsage]:
         """What each node's probe sees: processes and memory per device, MIG devices on their own

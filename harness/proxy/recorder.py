@@ -96,6 +96,7 @@ def driver_call(entry: Mapping[str, Any], offset: float = 0.0) -> DriverCall:
         status=str(entry.get("status", "")), error=str(entry.get("error", "")),
         claim_errors=dict(entry.get("claim_errors") or {}),
         injected=entry.get("fault") if entry.get("kind") == "call" else str(entry.get("kind")),
+        duration=float(entry["duration_s"]) if isinstance(entry.get("duration_s"), (int, float)) else None,
         answers=None if not isinstance(answers, dict) else {
             str(uid): tuple(PreparedDevice(str(d.get("pool", "")), str(d.get("device", "")),
                                            tuple(str(r) for r in d.get("requests") or ()),

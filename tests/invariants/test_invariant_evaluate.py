@@ -19,14 +19,15 @@ def test_evaluate_runs_each_named_invariant() -> None:
 
 def test_evaluate_defaults_to_every_invariant_and_rejects_unknown_names() -> None:
     assert set(evaluate(Snapshot(time=0))) == set(INVARIANTS.names()) >= set(NAMES)
-    with pytest.raises(KeyError, match="unknown invariant 'nope'; known: claim-atomic"):
+    with pytest.raises(KeyError, match="unknown invariant 'nope'; known: cdi-specs-resolve, claim-atomic"):
         evaluate(Snapshot(time=0), ["nope"])
 
 
 def test_every_invariant_is_named_and_has_a_rule_sentence() -> None:
     assert NAMES == ("claim-atomic", "gang-atomic", "no-double-allocation", "topology", "no-leak", "no-legacy-mix",
                      "sharing-explicit", "container-devices", "per-claim-errors", "prepare-idempotent",
-                     "unprepare-unknown", "prepared-devices-allocated", "no-prepare-loop")  # fmt: skip
+                     "unprepare-unknown", "prepared-devices-allocated", "no-prepare-loop", "cdi-specs-resolve",
+                     "lock-free-handlers")  # fmt: skip
     for name in NAMES:
         assert INVARIANTS.get(name).summary.endswith(".")
 

@@ -219,11 +219,14 @@ def test_validate_notes_a_hold_that_leaves_out_invariants_the_run_judges(tmp_pat
                     "      - {invariant: per-claim-errors, reason: r4}\n      - {invariant: no-prepare-loop, reason: r5}\n"
                     "      - {invariant: prepare-idempotent, reason: r6}\n"
                     "      - {invariant: unprepare-unknown, reason: r7}\n"
-                    "      - {invariant: prepared-devices-allocated, reason: r8}\n")
+                    "      - {invariant: prepared-devices-allocated, reason: r8}\n"
+                    "      - {invariant: cdi-specs-resolve, reason: r9}\n"
+                    "      - {invariant: lock-free-handlers, reason: r10}\n")
     assert main(["validate", str(old), str(full)]) == EXIT_OK
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"ok {old}"
-    assert out[1] == (f"{old}: note: expect.hold leaves out container-devices, no-legacy-mix, no-prepare-loop, "
+    assert out[1] == (f"{old}: note: expect.hold leaves out cdi-specs-resolve, container-devices, lock-free-handlers, "
+                      "no-legacy-mix, no-prepare-loop, "
                       "per-claim-errors, prepare-idempotent, prepared-devices-allocated, sharing-explicit, "
                       "unprepare-unknown; they are judged all "
                       "the same and a violation fails the run (name them in expect.hold, or excuse each in "
@@ -238,8 +241,8 @@ def test_run_prints_the_same_note_before_it_starts(tmp_path: Path, capsys: pytes
     old.write_text(BASE + "    hold: [claim-atomic, gang-atomic, no-double-allocation, topology, no-leak]\n")
     assert main(["run", "--dry-run", str(old)]) == EXIT_OK
     captured = capsys.readouterr()
-    assert f"{old}: note: expect.hold leaves out container-devices, no-legacy-mix" in captured.err
-    assert "also judged (not named in hold, must not be violated): container-devices" in captured.out
+    assert f"{old}: note: expect.hold leaves out cdi-specs-resolve, container-devices, lock-free-handlers, no-legacy-mix" in captured.err
+    assert "also judged (not named in hold, must not be violated): cdi-specs-resolve" in captured.out
 
 
 def test_no_library_scenario_leaves_an_invariant_out_without_a_reason() -> None:

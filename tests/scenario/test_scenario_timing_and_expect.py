@@ -183,6 +183,7 @@ def test_every_invariant_declares_when_it_is_judged() -> None:
         "sharing-explicit": "after-cleanup", "container-devices": "continuously", "per-claim-errors": "continuously",
         "prepare-idempotent": "continuously", "unprepare-unknown": "continuously",
         "prepared-devices-allocated": "continuously", "no-prepare-loop": "continuously",
+        "cdi-specs-resolve": "continuously", "lock-free-handlers": "continuously",
     }
 
 
