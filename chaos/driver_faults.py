@@ -68,7 +68,7 @@ def reset_failure(ctx: StepContext, params: ResetFailParams | None) -> None:
 
 
 @FAULTS.register("prepare-failure", summary="NodePrepareResources fails on the targeted nodes", params=CountParams,
-                 needs=("fake-driver",))
+                 needs=("rpc-faults",))
 def prepare_failure(ctx: StepContext, params: CountParams | None) -> None:
     params = params or CountParams()
     rule = FaultRule(method="NodePrepareResources", action=Action.ERROR, message="injected prepare failure",
@@ -78,7 +78,7 @@ def prepare_failure(ctx: StepContext, params: CountParams | None) -> None:
 
 
 @FAULTS.register("prepare-hang", summary="NodePrepareResources hangs on the targeted nodes", params=HangParams,
-                 needs=("fake-driver",))
+                 needs=("rpc-faults",))
 def prepare_hang(ctx: StepContext, params: HangParams | None) -> None:
     params = params or HangParams()
     rule = FaultRule(method="NodePrepareResources", action=Action.DELAY, seconds=params.seconds, count=params.count)
@@ -88,7 +88,7 @@ def prepare_hang(ctx: StepContext, params: HangParams | None) -> None:
 
 
 @FAULTS.register("unprepare-failure", summary="NodeUnprepareResources fails on the targeted nodes",
-                 params=CountParams, needs=("fake-driver",))
+                 params=CountParams, needs=("rpc-faults",))
 def unprepare_failure(ctx: StepContext, params: CountParams | None) -> None:
     params = params or CountParams()
     rule = FaultRule(method="NodeUnprepareResources", action=Action.ERROR, message="injected unprepare failure",

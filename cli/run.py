@@ -135,8 +135,28 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             ok = rates.met == repeat and ok
         raise click.exceptions.Exit(EXIT_OK if ok else EXIT_FAILED)
     result = run_scenarios(loaded, retargeting=retarget, parallel=parallel, note=_note, **settings)
+    result.environment["replayOptions"] = _replay_options(backend if retarget is None else None, kube, retarget,
+                                                          bin_dir)
     _render(report_dir, result, formats)
     click.get_current_context().exit(result.exit_code)
+
+
+def _replay_options(backend: str | None, kube: KubeTarget, retarget: Retargeting | None,
+                    bin_dir: str | None) -> list[str]:
+    """The options, besides a scenario and its seed, that play it again where it ran: the cluster, the
+    kubeconfig and its consent, the retargeted driver."""
+    opts: list[str] = []
+    if retarget is not None and retarget.target.local:
+        opts += ["--cluster", "local"]
+    elif backend is not None:
+        opts += ["--cluster", backend]
+    for flag, value in (("--kubeconfig", kube.kubeconfig), ("--context", kube.context),
+                        ("--allow-context", kube.allow_context), ("--bin-dir", bin_dir)):
+        if value is not None:
+            opts += [flag, str(value)]
+    if retarget is not None:
+        opts += ["--driver", retarget.target.driver, "--device-class", retarget.target.device_class]
+    return opts
 
 
 def _refuse_formats_as_scenarios(paths: tuple[str, ...]) -> None:

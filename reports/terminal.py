@@ -16,6 +16,7 @@ binaries, starting many drivers, deleting many pods).
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -116,7 +117,8 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
             say(f"[red]{s.name}: error: {escape(s.error)}[/red]")
             continue
         if not s.ok and s.source:
-            say(f"replay: draguard run {s.source} --seed {s.seed}")
+            options = "".join(" " + shlex.quote(str(o)) for o in result.environment.get("replayOptions") or ())
+            say(f"replay: draguard run {shlex.quote(s.source)} --seed {s.seed}{options}")
         if s.error:
             say(f"[red]{s.name}: {escape(s.error)}[/red]")
         for name, inv in s.invariants.items():

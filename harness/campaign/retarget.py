@@ -62,11 +62,16 @@ _NEEDS = {
     "fake-nodes": "needs draguard's fake node agents; the cluster's nodes are not draguard's",
     "local-backend": "restarts a control-plane component; draguard restarts only a control plane it started itself",
     "interposer": "needs the gRPC interposer in front of the driver's sockets, which are on the cluster's nodes",
+    "rpc-faults": "makes the driver's calls fail, which needs the gRPC interposer in front of its sockets, which "
+                  "are on the cluster's nodes",
     "restart-driver": "restarts or stops the driver, which draguard does through the driver's DaemonSet; none runs "
                       "this driver (no DaemonSet mounts its plugin directory)",
     "kill-node": "restarts or loses a node, which draguard does only to its own nodes (its node agents, or the "
                  "node containers of its kind cluster)",
 }
+LOCAL_OFFERS = frozenset({"local-backend", "fake-nodes", "kill-node", "restart-driver", "interposer", "rpc-faults"})
+"""What ``--cluster local`` gives a scenario's steps: draguard starts the control plane, the node agents
+and the driver's processes, behind the gRPC interposer."""
 _DRIVER_ONLY = re.compile(r"""^\s*device\.driver\s*==\s*(['"])(?P<driver>[^'"]+)\1\s*$""")
 _FAKE_ATTR = re.compile(r"""device\.(attributes|capacity)\[\s*(['"])""" + re.escape(DEFAULT_DRIVER) + r"""\2\s*\]\.(\w+)""")
 
@@ -207,10 +212,11 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
     reasons: list[str] = []
     if sc.driver.mutant:
         reasons.append(f"it runs the fake driver's mutant {sc.driver.mutant!r} (a planted bug) and expects what it breaks")
-    if sc.driver.interpose:
+    if sc.driver.interpose and not target.local:
         reasons.append("it puts the gRPC interposer in front of the driver's sockets, which are on the cluster's "
                        "nodes, out of draguard's reach")
-    have = ({"local-backend", "fake-nodes", "kill-node"} if target.local else set()) | facts.offers()
+    # On its own control plane draguard runs the driver's processes (restarts them) behind the interposer.
+    have = (LOCAL_OFFERS if target.local else set()) | facts.offers()
     for step in sc.timeline:
         entry = FAULTS.get(step.fault)
         for need in (n for n in entry.meta.get("needs", ()) if n not in have):
@@ -354,7 +360,8 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
         sc,
         description=f"{sc.description.strip()}\n\nRetargeted at driver {target.driver} (DeviceClass "
                     f"{target.device_class}); nodes {mapped}.",
-        driver=Driver(kind="external", name=target.driver, mutant=None, device_class=target.device_class),
+        driver=Driver(kind="external", name=target.driver, mutant=None, device_class=target.device_class,
+                      interpose=target.local),
         nodes=nodes, device_classes=(), workloads=workloads,
         timeline=tuple(_step(s, plan.nodes) for s in sc.timeline), expect=expect,
     )

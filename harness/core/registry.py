@@ -42,7 +42,9 @@ CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "fake-nodes": "draguard's fake node agents",
     "local-backend": "a control plane draguard started itself",
     "interposer": "the gRPC interposer between the nodes and the driver",
-    "restart-driver": "a node's driver can be restarted and taken down (draguard's own process, or an installed "
+    "rpc-faults": "prepare and unprepare calls can be made to fail or hang (draguard's fake driver, or the gRPC "
+                  "interposer in front of any driver)",
+    "restart-driver": "a node's driver can be restarted and taken down (a process draguard runs, or an installed "
                       "driver's DaemonSet pod)",
     "kill-node": "a node's agent can be restarted and the node lost (draguard's node agents, or a kind node's container)",
 })

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..cdi import resolvable
 from ..cluster import binaries
 from draguard.harness.core.process import NodeProcess, Supervised, socket_accepts
 from draguard.harness.core.errors import HarnessError
@@ -56,14 +55,7 @@ def find_test_driver(bin_dir: str | Path | None = None) -> Path:
     """The ``dra-test-driver`` binary: in ``bin_dir`` if given, else in the binary cache entry.
 
     Never downloads or builds (that takes many minutes); raises HarnessError saying how to get it.
-    ``$DRAGUARD_TEST_DRIVER_VARIANT`` names a variant with a planted bug instead (built when missing, a
-    minute or so: :mod:`.upstream_variants`); ``unmodified`` is the driver as released.
     """
-    from . import upstream_variants  # noqa: PLC0415 (imports binaries and go lookups only when asked)
-
-    chosen = os.environ.get(upstream_variants.VARIANT_ENV, "").strip()
-    if chosen and chosen != upstream_variants.Variant.name:
-        return upstream_variants.build_variant(chosen, progress=lambda _: None)
     directory = Path(bin_dir).expanduser() if bin_dir else None
     if directory is None:
         try:
@@ -100,22 +92,26 @@ class ExternalPluginProcess(NodeProcess):
         verbosity: int = 2,
         kube_api_qps: float | None = None,
         kube_api_burst: int | None = None,
+        node_root: str | Path | None = None,
     ) -> None:
         """``kube_api_qps``/``kube_api_burst``: its API client's rate limit (the driver's own defaults, 50 and
-        100 requests a second, when None; test/e2e/dra/test-driver/app/server.go)."""
+        100 requests a second, when None; test/e2e/dra/test-driver/app/server.go). ``node_root``: where the
+        node's CDI specs go when the sockets live under another root (behind the gRPC interposer)."""
         self.kubeconfig = Path(kubeconfig).resolve()
         self.node = node
         self.root = Path(root) if root is not None else state_dir() / "nodes"
         self.driver = driver
         self.devices = devices
         self.dirs = NodeDirs(self.root, node)
+        self.cdi_dir = NodeDirs(Path(node_root), node).cdi if node_root is not None else self.dirs.cdi
+        """Where it writes its CDI specs: the node's, where the node's runtime resolves them."""
         self.binary = Path(binary) if binary is not None else find_test_driver()
         self.log = Path(log) if log is not None else self.plugin_dir / "driver.log"
         argv = [
             str(self.binary), f"-v={verbosity}", f"--kubeconfig={self.kubeconfig}", f"--drivername={driver}",
             "kubelet-plugin", f"--node-name={node}", f"--num-devices={devices}",
             f"--plugin-registration-path={self.dirs.registry}", f"--datadir={self.dirs.plugins}",
-            f"--cdi-dir={self.dirs.cdi}",
+            f"--cdi-dir={self.cdi_dir}",
         ]
         if kube_api_qps is not None:
             argv.insert(3, f"--kube-api-qps={kube_api_qps:g}")
@@ -163,6 +159,7 @@ class ExternalPluginProcess(NodeProcess):
             raise HarnessError(f"the DRA test driver for node {self.node} is already running (pid {self.pid})")
         self.dirs.create()
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        self.cdi_dir.mkdir(parents=True, exist_ok=True)
         try:
             self._proc.start(timeout)
         except HarnessError:
@@ -174,10 +171,20 @@ class ExternalPluginProcess(NodeProcess):
         """SIGTERM: the driver stops its servers and removes its sockets; SIGKILL after ``timeout``."""
         return self._proc.stop(timeout)
 
+    def kill(self) -> int | None:
+        """SIGKILL now, as a crash would: its sockets and CDI specs stay behind."""
+        return self._proc.kill()
+
+    def restart(self, kill: bool = True, timeout: float = 30.0) -> ExternalPluginProcess:
+        """Killed (or stopped) and started again. It keeps its prepared claims in memory only, so it
+        comes back knowing none of them (test/e2e/dra/test-driver/app/kubeletplugin.go)."""
+        self.kill() if kill else self.stop()
+        return self.start(timeout)
+
     # -- what it holds ----------------------------------------------------------------------------
     def cdi_specs(self) -> list[Path]:
         """The CDI spec files this driver has written under the node's CDI root."""
-        return sorted(self.dirs.cdi.glob(f"{self.driver}-*.json"))
+        return sorted(self.cdi_dir.glob(f"{self.driver}-*.json"))
 
     def cdi_devices(self) -> frozenset[str]:
         """The qualified CDI device names that the node's CDI folder resolves (:func:`draguard.harness.cdi.resolvable`)."""

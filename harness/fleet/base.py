@@ -28,6 +28,8 @@ from draguard.harness.core.progress import Counted
 from draguard.harness.core.registry import Registry
 from ..invariants import DeviceId, NodeDriverState
 from ..kube import Kube, Obj
+from ..proxy.call_rules import FaultSet
+from ..proxy.interposer import Interposer
 from ..scenario.types import Scenario
 
 if TYPE_CHECKING:
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
     from ..driver.process import FakeDriverProcess
     from ..kubelet.process import HollowKubelet
     from ..nodes.process import FakeNodesProcess
-    from draguard.harness.proxy.call_rules import FaultSet
-    from ..proxy.interposer import Interposer
 
 __all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for", "DriverControl", "NodeControl", "Undoable"]
 
@@ -107,6 +107,9 @@ class FleetRun:
     """Waits, on every change the watches see, until the predicate holds or the timeout passed."""
     log: Callable[[str], None]
     progress: Callable[[str], None]
+    journal_undo: Undoable | None = None
+    """Journals how to undo a change the fleet makes to the cluster before it makes it (``draguard cleanup``
+    replays it after a crash): an installed driver's DaemonSet patched to run a mutant."""
 
 
 class Fleet:
@@ -202,6 +205,18 @@ class Fleet:
     def journal(run: FleetRun, proc: NodeProcess, title: str | None = None) -> None:
         if proc.pid:
             run.journal_process(proc.pid, title or proc.title)
+
+    def start_interposer(self, run: FleetRun) -> Path:
+        """Put the gRPC interposer in front of the driver: the driver serves its sockets under
+        ``<node root>-plugins``, the interposer re-exposes them where the nodes look, records every call
+        into the run's record and injects the steps' faults. Returns the root the driver serves under."""
+        assert self.node_root is not None
+        driver_root = Path(f"{self.node_root}-plugins")
+        self.rpc_faults = FaultSet()  # in process: steps add validated rules, counted per rule
+        calls = run.record("grpc-calls.jsonl", "every registration and DRA call through the gRPC interposer, timed")
+        self.interposer = Interposer(driver_root, self.node_root, self.rpc_faults, record=calls,
+                                     run_label=run.run_id).start()
+        return driver_root
 
     def wait_slices(self, run: FleetRun, pools: set[str], timeout: float) -> None:
         """Wait until the driver published a ResourceSlice with devices in each of ``pools``; note the

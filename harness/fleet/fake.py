@@ -22,8 +22,6 @@ from ..driver.host import DriverHostProcess, HostedNode
 from ..driver.process import FakeDriverProcess
 from ..driver.topology import generic
 from ..nodes.process import FakeNodesProcess
-from draguard.harness.proxy.call_rules import FaultSet
-from ..proxy.interposer import Interposer
 from ..scenario.types import PER_NODE_UP_TO, Topology
 from .base import FLEETS, Fleet, FleetRun
 from .hollow import start_kubelets
@@ -41,15 +39,7 @@ class FakeFleet(Fleet):
         kubeconfig = run.kubeconfig
         self.node_root = node_root = run.node_root
         node_root.mkdir(parents=True, exist_ok=True)
-        driver_root = node_root
-        if sc.driver.interpose:
-            # The driver serves its sockets under <root>-plugins; the interposer re-exposes them where
-            # the fake nodes look, records every call into the run's record and injects the steps' faults.
-            driver_root = Path(f"{node_root}-plugins")
-            self.rpc_faults = FaultSet()  # in process: steps add validated rules, counted per rule
-            calls = run.record("grpc-calls.jsonl", "every registration and DRA call through the gRPC interposer, timed")
-            self.interposer = Interposer(driver_root, node_root, self.rpc_faults, record=calls,
-                                         run_label=run.run_id).start()
+        driver_root = self.start_interposer(run) if sc.driver.interpose else node_root
         names = [n.name for n in sc.nodes if n.agent == "fake"]
         # A kubelet wipes its node's ResourceSlices when it starts: kubelets come up before the drivers.
         start_kubelets(run, self)

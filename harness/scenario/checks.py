@@ -111,6 +111,14 @@ def expand_node_names(group: dict[str, Any]) -> list[str]:
     return [name] if name is not None else []
 
 
+def interposes(driver_kind: str, backend: str, interpose: bool | None) -> bool:
+    """Whether the gRPC interposer sits in front of the driver: as ``driver.interpose`` says, and by
+    default for an external driver where draguard runs it (the local backend: its sockets are here)."""
+    if interpose is not None:
+        return interpose
+    return driver_kind == "external" and backend == "local"
+
+
 def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = False) -> dict[str, str]:
     """The capabilities (``needs`` of faults and invariants) a run with these settings lacks -> why.
 
@@ -122,9 +130,10 @@ def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = 
     if driver_kind != "fake":
         lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
         lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
-        if not daemon_set and backend != "kind":
+        if not daemon_set and backend not in ("kind", "local"):
             lacks["restart-driver"] = ("spec.driver.kind is external and names no driver.daemonSet (nor runs on "
-                                       "cluster.backend: kind, where draguard finds it): draguard cannot restart it")
+                                       "cluster.backend: kind, where draguard finds it, or local, where draguard "
+                                       "runs it): draguard cannot restart it")
         if backend == "kubeconfig":
             lacks["kill-node"] = ("spec.cluster.backend is kubeconfig: the cluster's nodes are not draguard's to stop "
                                   "(on cluster.backend: kind they are)")
@@ -132,6 +141,9 @@ def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = 
         lacks["local-backend"] = f"spec.cluster.backend is {backend}: draguard cannot restart that control plane"
     if not interpose:
         lacks["interposer"] = "spec.driver.interpose is not true"
+        if driver_kind != "fake":
+            lacks["rpc-faults"] = ("spec.driver.kind is external and no gRPC interposer sits in front of it (on "
+                                   "cluster.backend: local it does): nothing can make its calls fail")
         # The devices a prepare answered are read from the interposer's record (DriverCall.answers).
         lacks["interposer-answers"] = ("spec.driver.interpose is not true: no record of the devices the driver "
                                        "answers at prepare")
@@ -211,9 +223,9 @@ class _Checker:
             if driver.get("hosting") is not None:
                 self.add(path + ("hosting",), "'hosting' is how draguard runs its fake driver: fake driver only",
                          on_key=True)  # fmt: skip
-            if driver.get("interpose") is True:
+            if driver.get("interpose") is True and (_str(_dict(self.spec.get("cluster")).get("backend")) or "local") != "local":
                 self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
-                         "fake driver only", on_key=True)  # fmt: skip
+                         "backend local only, where draguard runs the driver", on_key=True)  # fmt: skip
             if driver.get("daemonSet") is not None and (_str(_dict(self.spec.get("cluster")).get("backend")) or "local") == "local":
                 self.add(path + ("daemonSet",), "'daemonSet' names a driver installed in a cluster; on backend local "
                          "draguard runs the driver itself", on_key=True)  # fmt: skip
@@ -401,7 +413,10 @@ class _Checker:
         """What this scenario's run can do -> why not, for each capability it lacks."""
         cluster = _dict(self.spec.get("cluster"))
         driver = _dict(self.spec.get("driver"))
-        return lacking(self.driver_kind, _str(cluster.get("backend")) or "local", driver.get("interpose") is True,
+        backend = _str(cluster.get("backend")) or "local"
+        interpose = driver.get("interpose")
+        return lacking(self.driver_kind, backend,
+                       interposes(self.driver_kind, backend, interpose if isinstance(interpose, bool) else None),
                        isinstance(driver.get("daemonSet"), dict))
 
     def timeline(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from draguard.harness.core.registry import Registry
 from draguard.harness.scenario import format as m
 from draguard.harness.scenario import types as t
-from draguard.harness.scenario.checks import expand_node_names, lacking
+from draguard.harness.scenario.checks import expand_node_names, interposes, lacking
 
 __all__ = ["to_scenario"]
 
@@ -165,7 +165,8 @@ def to_scenario(
     # Every invariant this run can judge counts (per-claim-errors needs the interposer; naming one
     # explicitly where it cannot be judged is refused by the checks). Left out of ``hold``, it is judged
     # all the same but need not be: ``unnamed`` keeps those for the note validate and run print.
-    lacks = lacking(s.driver.kind, s.cluster.backend, s.driver.interpose, s.driver.daemon_set is not None)
+    interpose = interposes(s.driver.kind, s.cluster.backend, s.driver.interpose)
+    lacks = lacking(s.driver.kind, s.cluster.backend, interpose, s.driver.daemon_set is not None)
     named = {*violate, *(i.invariant for i in ignore)}
     judgeable = tuple(name for name in invariants.names() if name not in named
                       and not lacks.keys() & set(invariants.get(name).meta.get("needs", ())))
@@ -187,7 +188,7 @@ def to_scenario(
             max_requests_inflight=s.cluster.max_requests_inflight,
             kind_cluster=s.cluster.kind_cluster or "default",
         ),
-        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, s.driver.interpose,
+        driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, interpose,
                         s.driver.hosting,
                         (s.driver.daemon_set.namespace, s.driver.daemon_set.name) if s.driver.daemon_set else None),
         nodes=_nodes(s.nodes),

@@ -358,9 +358,12 @@ class DriverSpec(_Model):
     """A named misbehaviour of the fake driver (e.g. ``forget-before-reset``); ``fake`` only."""
     device_class: DnsSubdomain | None = None
     """The DeviceClass an ``external`` driver installs; claims may name it. Required for ``external``."""
-    interpose: bool = False
-    """Put the gRPC interposer between the fake nodes and the driver: every call is recorded into the
-    report (``grpc-calls.jsonl``) and prepare/unprepare faults are injected there (``fake`` only)."""
+    interpose: bool | None = None
+    """Put the gRPC interposer between the nodes and the driver: every call and answer is recorded into
+    the report (``grpc-calls.jsonl``), the invariants that judge any driver from its calls judge it, and
+    prepare/unprepare faults are injected there. Possible where draguard runs the driver (``local``
+    backend). Default: on for an ``external`` driver there (draguard did not write it: its calls are
+    what it shows), off for the fake driver (its own books are read; ``true`` adds the calls)."""
     daemon_set: DaemonSetRef | None = None
     """The DaemonSet running an ``external`` driver (``external`` only; default: the DaemonSet that mounts
     ``/var/lib/kubelet/plugins/<name>`` from its nodes, if there is one). Through it, steps restart the

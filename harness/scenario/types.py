@@ -122,7 +122,7 @@ class Driver:
     device_class: str | None
     """The DeviceClass an ``external`` driver installs; None for ``fake``."""
     interpose: bool = False
-    """Whether the gRPC interposer sits between the fake nodes and the driver."""
+    """Whether the gRPC interposer sits between the nodes and the driver (resolved: :func:`~.checks.interposes`)."""
     hosting: DriverHosting = "auto"
     """``per-node``: one fake driver process per node (fidelity); ``shared``: one process serves every
     node's sockets (scale); ``auto``: per-node up to :data:`PER_NODE_UP_TO` nodes, shared above."""

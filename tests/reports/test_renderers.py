@@ -125,6 +125,12 @@ def test_a_scenario_that_missed_its_expectations_prints_how_to_replay_it(capsys:
     assert "replay: draguard run scenarios/gang-x.yaml --seed 42" in err
     assert "gang-atomic should hold but was violated" in err
     assert "gang a is partial: 2 of 4 bound" in err
+    # Played against a retargeted driver, the replay names the same driver and cluster.
+    print_summary(RunResult("r2", [failed], environment={"replayOptions": [
+        "--cluster", "local", "--driver", "test-driver.cdi.k8s.io", "--device-class", "test gpus"]}))
+    err = capsys.readouterr().err
+    assert ("replay: draguard run scenarios/gang-x.yaml --seed 42 --cluster local --driver test-driver.cdi.k8s.io "
+            "--device-class 'test gpus'") in err
 
 
 def test_a_check_run_renders_in_every_format_and_an_error_only_run_exits_2(tmp_path: Path) -> None:

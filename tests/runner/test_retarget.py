@@ -37,6 +37,8 @@ NO_DAEMONSET = ("restarts or stops the driver, which draguard does through the d
                 "driver (no DaemonSet mounts its plugin directory)")
 NOT_OURS = "restarts or loses a node, which draguard does only to its own nodes"
 MUTANT = "it runs the fake driver's mutant"
+NO_RPC_FAULTS = ("makes the driver's calls fail, which needs the gRPC interposer in front of its sockets, which are "
+                 "on the cluster's nodes")
 ATTRIBUTE = f"which driver {DRIVER} does not publish; driver {DRIVER} publishes no attributes"
 APPLICABLE = None
 
@@ -52,16 +54,16 @@ CASES: dict[str, tuple[str | None, ...]] = {
     "driver-restart-mid-gang": ("step 0-driver-restart (driver-restart) " + NO_DAEMONSET,),
     "driver-restart-under-churn": ("step restart-drivers (driver-restart) " + NO_DAEMONSET,
                                    "it needs 2 node(s) with at least 8 device(s) each; devices per node: n0: 4, n1: 4"),
-    "drain-node-unprepare-failure": ("step 0-unprepare-failure (unprepare-failure) " + FAKE_FAULT,),
-    "evict-before-prepare-succeeded": ("step 0-prepare-failure (prepare-failure) " + FAKE_FAULT,),
-    "evict-during-prepare": ("step 0-prepare-hang (prepare-hang) " + FAKE_FAULT,),
+    "drain-node-unprepare-failure": ("step 0-unprepare-failure (unprepare-failure) " + NO_RPC_FAULTS,),
+    "evict-before-prepare-succeeded": ("step 0-prepare-failure (prepare-failure) " + NO_RPC_FAULTS,),
+    "evict-during-prepare": ("step 0-prepare-hang (prepare-hang) " + NO_RPC_FAULTS,),
     "force-delete-driver-down": ("step down (driver-down) " + NO_DAEMONSET,),
     "reset-failure-correct-driver": ("step 0-reset-failure (reset-failure) " + FAKE_FAULT,),
     "slow-reset-does-not-block-prepare": ("step slow (reset-slow) " + FAKE_FAULT,),
     "failing-claim-does-not-strand-batch": ("step reset-fails (reset-failure) " + FAKE_FAULT,
                                             "claim old/healthy selects by the fake driver's attribute(s) index"),
     "unprepare-failure-handoff-correct-driver": (
-        "step 0-unprepare-failure (unprepare-failure) " + FAKE_FAULT,
+        "step 0-unprepare-failure (unprepare-failure) " + NO_RPC_FAULTS,
         "it needs 1 node(s) with exactly 2 device(s) each (its workloads ask for 4 against 2 in its topology"),
     # mutants (and what only the device truth shows)
     "double-allocation-handoff": (MUTANT + " 'double-allocation'",
@@ -200,8 +202,8 @@ def test_not_applicable_is_neither_pass_nor_failure() -> None:
 
 
 def test_on_its_own_control_plane_node_and_control_plane_faults_apply() -> None:
-    """--cluster local: draguard starts the nodes and the control plane, so their faults are possible; the
-    fake driver's are still not."""
+    """--cluster local: draguard starts the nodes, the control plane and the driver's processes behind the
+    gRPC interposer, so their faults and the interposer's are possible; the fake driver's are still not."""
     from draguard.harness.campaign.retarget import local_facts
 
     local = RunTarget(DRIVER, "test-class", allow_destructive=True, local=True)
@@ -215,7 +217,16 @@ def test_on_its_own_control_plane_node_and_control_plane_faults_apply() -> None:
         else:
             assert reasons
     assert applicable == {"cdi-devices-correct-driver", "preempt-gang-member", "control-plane-restarts",
-                          "node-agent-restart", "node-loss-returns"}
+                          "node-agent-restart", "node-loss-returns", "stale-prepare-after-node-restart",
+                          # the driver's processes restarted and stopped
+                          "driver-down-until-cleanup", "driver-restart-mid-gang", "driver-restart-under-churn",
+                          "force-delete-driver-down",
+                          # RPC faults at the interposer
+                          "drain-node-unprepare-failure", "evict-before-prepare-succeeded", "evict-during-prepare",
+                          "interposed-prepare-failure", "unprepare-failure-handoff-correct-driver"}
+    sc = load_scenario(LIBRARY / "evict-during-prepare.yaml")
+    _, plan = decide(sc, local, local_facts(sc))
+    assert plan is not None and retarget(sc, local, plan).driver.interpose is True
     facts = local_facts(load_scenario(LIBRARY / "preempt-gang-member.yaml"))
     assert {n: len(d) for n, d in facts.devices.items()} == {"gpu-node-0": 4, "gpu-node-1": 4}
 

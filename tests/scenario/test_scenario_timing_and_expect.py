@@ -100,12 +100,28 @@ def test_arrive_must_name_a_workload_of_the_scenario() -> None:
 
 def test_a_fault_the_run_cannot_perform_is_rejected_with_the_step_position_and_reason() -> None:
     text = edit("spec:\n  nodes:\n    - name: node-a\n      topology: {gpus: 4}\n",
-                "spec:\n  driver: {kind: external, deviceClass: gpu.example.com}\n  nodes:\n    - name: node-a\n")
+                "spec:\n  cluster: {backend: kubeconfig}\n  driver: {kind: external, deviceClass: gpu.example.com}\n"
+                "  nodes:\n    - name: node-a\n")
     text = text.replace("deviceClassName: gpu.draguard.dev", "deviceClassName: gpu.example.com")
     [problem] = [p for p in problems(text) if "cannot run here" in p]
-    assert problem == ("s.yaml:22:14: spec.timeline[0].fault: fault 'driver-down' cannot run here: it needs "
+    assert problem == ("s.yaml:23:14: spec.timeline[0].fault: fault 'driver-down' cannot run here: it needs "
                        "restart-driver, but spec.driver.kind is external and names no driver.daemonSet (nor runs on "
-                       "cluster.backend: kind, where draguard finds it): draguard cannot restart it")
+                       "cluster.backend: kind, where draguard finds it, or local, where draguard runs it): draguard "
+                       "cannot restart it")
+
+
+def test_an_external_driver_on_the_local_backend_is_restarted_and_interposed_by_default() -> None:
+    """On its own control plane draguard runs the external driver's processes: it restarts them, and the
+    gRPC interposer sits in front of them unless the file says otherwise."""
+    text = edit("spec:\n  nodes:\n    - name: node-a\n      topology: {gpus: 4}\n",
+                "spec:\n  driver: {kind: external, deviceClass: gpu.example.com}\n  nodes:\n    - name: node-a\n")
+    text = text.replace("deviceClassName: gpu.draguard.dev", "deviceClassName: gpu.example.com")
+    sc = parse_scenario(text, "s.yaml")
+    assert sc.driver.interpose is True
+    assert "per-claim-errors" in sc.expect.hold  # judged from the interposer's record
+    off = parse_scenario(text.replace("deviceClass: gpu.example.com}", "deviceClass: gpu.example.com, interpose: false}"),
+                         "s.yaml")
+    assert off.driver.interpose is False and "per-claim-errors" not in off.expect.hold
 
 
 def test_a_control_plane_restart_needs_the_local_backend() -> None:
