@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..cdi import resolvable
 from ..cluster import binaries
 from draguard.harness.core.process import NodeProcess, Supervised, socket_accepts
 from draguard.harness.core.errors import HarnessError
@@ -55,7 +56,14 @@ def find_test_driver(bin_dir: str | Path | None = None) -> Path:
     """The ``dra-test-driver`` binary: in ``bin_dir`` if given, else in the binary cache entry.
 
     Never downloads or builds (that takes many minutes); raises HarnessError saying how to get it.
+    ``$DRAGUARD_TEST_DRIVER_VARIANT`` names a variant with a planted bug instead (built when missing, a
+    minute or so: :mod:`.upstream_variants`); ``unmodified`` is the driver as released.
     """
+    from . import upstream_variants  # noqa: PLC0415 (imports binaries and go lookups only when asked)
+
+    chosen = os.environ.get(upstream_variants.VARIANT_ENV, "").strip()
+    if chosen and chosen != upstream_variants.Variant.name:
+        return upstream_variants.build_variant(chosen, progress=lambda _: None)
     directory = Path(bin_dir).expanduser() if bin_dir else None
     if directory is None:
         try:
@@ -188,7 +196,7 @@ class ExternalPluginProcess(NodeProcess):
 
     def cdi_devices(self) -> frozenset[str]:
         """The qualified CDI device names that the node's CDI folder resolves (:func:`draguard.harness.cdi.resolvable`)."""
-        return resolvable(self.dirs.cdi)
+        return resolvable(self.cdi_dir)
 
     def prepared_claims(self) -> set[str]:
         """UIDs of the claims the driver holds prepared, read from its CDI spec file names."""
