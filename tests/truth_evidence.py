@@ -8,6 +8,7 @@ from draguard.harness.result import ScenarioResult
 EVIDENCE: dict[str, list[tuple[str, str]]] = {
     "reset-leak-forget-before-reset": [("no-leak", "its last reset failed"), ("no-leak", "(device truth)")],
     "incomplete-cdi-spec": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
+    "node-reboot-cdi-not-recreated": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
     "double-allocation-handoff": [
         ("no-double-allocation", "prepared for 2 claims"),
         ("no-leak", "no reset followed (device truth)"),

@@ -30,6 +30,7 @@ FLAGS = (
     "unknown_unprepare_error",
     "silent_health",
     "keep_sharing_state",
+    "cdi_not_recreated",
 )
 
 
@@ -50,6 +51,7 @@ class Mutant:
     unknown_unprepare_error: ClassVar[bool] = False
     silent_health: ClassVar[bool] = False
     keep_sharing_state: ClassVar[bool] = False
+    cdi_not_recreated: ClassVar[bool] = False
 
     @classmethod
     def describe(cls) -> str:
@@ -258,3 +260,20 @@ class LeaveSharingState(Mutant):
     """
 
     keep_sharing_state = True
+
+
+@mutant(
+    "cdi-not-recreated",
+    upstream="kubernetes/kubernetes#141433 (fixed in the driver: kubernetes-sigs/dra-example-driver PR #259); "
+    "the kubelet prepares again after a reboot: kubernetes/kubernetes PR #141966",
+)
+class CdiNotRecreated(Mutant):
+    """A repeated prepare of a prepared claim answers from the checkpoint without its CDI spec.
+
+    After a node reboot the CDI directory (tmpfs) is empty while the checkpoint still lists the claim
+    as prepared; the kubelet prepares the claims of its pods again, the driver answers with the same
+    CDI device IDs but writes no spec, and the restarted container fails with CreateContainerError
+    (unresolvable CDI devices) until the pod is deleted.
+    """
+
+    cdi_not_recreated = True

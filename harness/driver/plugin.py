@@ -279,6 +279,7 @@ class FakeDriver:
             if rec is not None and rec.state is ClaimState.PREPARE_COMPLETED:
                 if self.mutant.reprepare_completed:
                     return self._reprepare(ref, rec)
+                self._ensure_cdi(ref, rec)
                 return rec.devices  # idempotent: no API read, same devices and CDI IDs
         allocated, sharing = self._read_allocation(ref)
         self._crash("prepare.after_read")
@@ -293,6 +294,7 @@ class FakeDriver:
                 raise ClaimError(f"stale prepare of {ref}: the claim was unprepared while this call was in flight")
             rec = self.cp.claims.get(ref.uid)
             if rec is not None and rec.state is ClaimState.PREPARE_COMPLETED:
+                self._ensure_cdi(ref, rec)
                 return rec.devices
             if rec is not None and rec.state is ClaimState.UNPREPARE_STARTED:
                 raise ClaimError(f"{ref} is being unprepared (a device reset failed or was interrupted); unprepare it again")
@@ -345,6 +347,28 @@ class FakeDriver:
             self._save()
             self._crash("prepare.after_completed")
             return devices
+
+    def _ensure_cdi(self, ref: ClaimRef, rec: ClaimRecord) -> None:
+        """A repeated prepare of a prepared claim: write its CDI spec again when it is gone.
+
+        The CDI directory (``/var/run/cdi``) is on tmpfs and empty after a node reboot, while the
+        checkpoint survives; the kubelet then prepares every running pod's claims again
+        (kubernetes/kubernetes PR #141966 documents it), and a driver that answers from its checkpoint
+        without the spec leaves the next container in CreateContainerError (kubernetes/kubernetes#141433;
+        dra-example-driver PR #259 re-creates the spec on that path). The cdi-not-recreated mutant skips it.
+        """
+        if self.mutant.cdi_not_recreated:
+            return
+        path = cdi.spec_path(self.cdi_dir, self.driver, ref.uid)
+        if path.exists():
+            return
+        paths = self.nvml.device_paths()
+        spec = cdi.claim_spec(self.driver, ref.uid, [
+            cdi.ClaimDevice(d.device, self._uuid(d.device), d.requests[0] if d.requests else "", paths.get(d.device, ""))
+            for d in rec.devices
+        ])  # fmt: skip
+        cdi.write_spec(path, spec)
+        self.log.info("prepare %s: CDI spec was gone (a reboot?); written again", ref)
 
     def _reprepare(self, ref: ClaimRef, rec: ClaimRecord) -> list[PreparedDevice]:
         """The non-idempotent-prepare mutant (see mutants.NonIdempotentPrepare): prepare again under

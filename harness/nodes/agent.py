@@ -378,14 +378,17 @@ class FakeNodes:
         except PrepareError as exc:
             self.events.warn(pod, node, FAILED_PREPARE, str(exc))
             raise
-        if running:  # prepared again after the agent's (re)start; its containers keep running
+        uids = {c.ref.name: c.ref.uid for c in claims}
+        names = {pc: uids[rc] for pc, rc in pod_claim_names(pod).items() if rc in uids}
+        prepared = {pc: agent.manager.prepared_devices(u) for pc, u in names.items()}
+        if running and not agent.runtime.lost(pod, prepared):
+            # Prepared again after the agent's (re)start; its containers keep running. After a reboot
+            # they are gone and are created again below, as the kubelet does.
             with self._pods_lock:
                 self._started.add(uid)
             return
-        uids = {c.ref.name: c.ref.uid for c in claims}
-        names = {pc: uids[rc] for pc, rc in pod_claim_names(pod).items() if rc in uids}
         try:
-            agent.runtime.start_pod(pod, {pc: agent.manager.prepared_devices(u) for pc, u in names.items()}, names)
+            agent.runtime.start_pod(pod, prepared, names)
         except ContainerError as exc:
             self.events.warn(pod, node, FAILED_CONTAINER, str(exc))
             self._container_waiting(pod, exc)

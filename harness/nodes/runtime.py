@@ -111,6 +111,15 @@ class ContainerRuntime:
                 claims = _claims_of(pod, container, claim_uids)
                 self.truth.start_container(f"{md['uid']}/{container}", pod_name, claims, devices)
 
+    def lost(self, pod: Obj, prepared: Mapping[str, Sequence[Mapping[str, Any]]]) -> bool:
+        """Whether the pod's containers that get devices are gone from the node: none of them is recorded
+        in the device truth, as after a reboot (a runtime keeps its containers under ``/run``). The kubelet
+        then creates them again, resolving their CDI devices afresh."""
+        if not self.truth.exists or not any(container_cdi_ids(pod, prepared).values()):
+            return False
+        prefix = f"{pod['metadata']['uid']}/"
+        return not any(c.id.startswith(prefix) for rec in self.truth.read().devices.values() for c in rec.containers)
+
     def stop_pod(self, pod_uid: str) -> None:
         """The pod's containers exit (before its claims are unprepared)."""
         if self.truth.exists:

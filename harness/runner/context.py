@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from draguard.harness.core.errors import HarnessError, UsageError
+from draguard.harness.core.paths import NodeDirs
 
 from ..devices.truth import DeviceTruth
 from draguard.harness.driver import fault_control as faults
@@ -132,6 +133,12 @@ class FakeDriverControl:
         self._ctx.before(UndoAction("none", {"why": f"the driver on {self.node} is started again by the step"}))
         self._proc.restart(kill=kill)
         self._journal_pid("restarted")
+
+    @property
+    def sockets(self) -> list[Path]:
+        """The driver's plugin sockets (its DRA service and its registration), wherever it serves them."""
+        dirs, driver = self._proc.dirs, self._proc.driver
+        return [dirs.dra_socket(driver), dirs.registration_socket(driver)]
 
     def _journal_pid(self, what: str) -> None:
         if self._proc.pid:
@@ -263,6 +270,10 @@ class StepContext:
                 "with an external driver use the gRPC interposer (driver.interpose) instead"
             )
         return FakeDriverControl(self, proc)
+
+    def node_dirs(self, node: str) -> NodeDirs:
+        """The directories of draguard's node ``node`` on this machine: its CDI specs, device truth and agent files."""
+        return NodeDirs(self._run.node_root, node)
 
     def fail_device(self, node: str, device: str, message: str) -> None:
         """The hardware of a fake node fails ``device`` (its device truth turns unhealthy, as NVML would

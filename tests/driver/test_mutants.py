@@ -35,6 +35,7 @@ EXPECTED = {
     "unknown-unprepare-error",
     "silent-health",
     "leave-sharing-state",
+    "cdi-not-recreated",
 }
 
 
@@ -53,7 +54,7 @@ def test_the_correct_driver_switches_no_flag() -> None:
 
 
 def test_an_unknown_mutant_name_is_a_usage_error_listing_the_known_ones() -> None:
-    with pytest.raises(UsageError, match="'forget-after-reset': no such mutant; known: batch-abort-on-error, double-allocation"):
+    with pytest.raises(UsageError, match="'forget-after-reset': no such mutant; known: batch-abort-on-error, cdi-not-recreated, double-allocation"):
         get_mutant("forget-after-reset")
 
 

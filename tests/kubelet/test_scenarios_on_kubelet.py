@@ -45,6 +45,7 @@ ON_KUBELET = [
     "crash-during-prepare-force-delete", "evict-before-prepare-succeeded", "driver-crash-before-prepare-reply",
     "slow-reset-does-not-block-prepare", "failing-claim-does-not-strand-batch", "shared-claim-no-strategy",
     "control-plane-restarts", "driver-down-until-cleanup", "driver-restart-under-churn", "gang-deadlock-gang-scheduling",
+    "node-reboot-cdi-not-recreated", "node-reboot-correct-driver",
 ]  # fmt: skip
 
 
