@@ -22,6 +22,7 @@ from draguard.conformance.sanity import (
     CommandHooks,
     FakeDriverHooks,
     SanityConfig,
+    require_node,
     require_sockets,
     run_sanity,
     sanity_checks,
@@ -94,6 +95,7 @@ def command(
             click.echo(f"{e.name}\t{e.summary}\t{e.meta.get('source')}")
         return EXIT_OK
     require_sockets(registration_socket, plugin_socket)  # pre-flight: nothing there to call
+    node = require_node(kubeconfig, context, driver_name, node)  # pre-flight: whose devices to claim
     config = SanityConfig(
         registration_socket=registration_socket.absolute(), kubeconfig=kubeconfig, driver=driver_name,
         plugin_socket=plugin_socket.absolute() if plugin_socket else None, node=node,
@@ -105,8 +107,6 @@ def command(
     hooks: object = None
     restart = CommandHooks(restart_command, node=node) if restart_command else None
     if fake_driver_root is not None:
-        if node is None:
-            raise click.BadParameter("give --node with --fake-driver-root", param_hint="--node")
         hooks = FakeDriverHooks(fake_driver_root, node, driver_name, process=restart)
     elif restart is not None:
         hooks = restart

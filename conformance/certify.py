@@ -3,8 +3,9 @@ and write the certification bundle (:mod:`draguard.reports.bundle`).
 
 The product description is validated before anything runs (a missing field is exit 2 naming it),
 and so is what the run needs (exit 2 naming it, before either suite starts): a socket at each socket
-path given, the programmes' Kubernetes release, and a ``--device-class`` that selects some published
-device (:func:`draguard.harness.cluster.preflight.require_allocatable`).
+path given, the programmes' Kubernetes release, a ``--device-class`` that selects some published
+device (:func:`draguard.harness.cluster.preflight.require_allocatable`), the ``--namespace`` given, and,
+with the driver's sockets, the node they serve (``--node``, or the one node its slices name).
 The bundle's evidence is what the run saw: the driver's ResourceSlices, each conformance check's
 claims, pods and events, the sanity suite's gRPC call trace, and the fake driver's logs when
 node access to it was given. Its environment: Kubernetes version, feature gates, draguard version,
@@ -37,7 +38,7 @@ from draguard.reports.bundle import Verification, load_product, open_bundle, ver
 
 from .cluster import PROFILES, ClusterConfig, CommandAccess, FakeDriverAccess, cluster_checks, run_conformance
 from .programmes import PROGRAMMES, BundleView, programme, release_of
-from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, require_sockets, run_sanity
+from .sanity import CommandHooks, FakeDriverHooks, SanityConfig, require_node, require_sockets, run_sanity
 from .sanity.capabilities import load_capabilities
 
 __all__ = ["CertifyOptions", "certify", "parse_profiles", "parse_programmes", "required_checks", "verify",
@@ -164,22 +165,25 @@ def certify(opts: CertifyOptions, on_result: Callable[[CheckResult], None] | Non
     require_allocatable(kube, opts.device_class, where=str(opts.kubeconfig))
     if opts.namespace is not None and kube.get("Namespace", opts.namespace) is None:
         raise UsageError(f"--namespace {opts.namespace}: no such namespace in the cluster")
+    node = opts.node
+    if opts.registration_socket is not None:  # the node whose sockets were given, if not named
+        node = require_node(opts.kubeconfig, opts.context, opts.driver, opts.node)
     result = RunResult(run_id="certify")
     evidence: dict[str, str | bytes] = {}
     if opts.registration_socket is not None:
         with tempfile.TemporaryDirectory(prefix="dgcert") as tmp:
             trace = Path(tmp) / "grpc-calls.jsonl"
             hooks: Any = None
-            restart = CommandHooks(opts.restart_command, node=opts.node) if opts.restart_command else None
-            if opts.fake_driver_root is not None and opts.node:
-                hooks = FakeDriverHooks(opts.fake_driver_root, opts.node, opts.driver, process=restart)
+            restart = CommandHooks(opts.restart_command, node=node) if opts.restart_command else None
+            if opts.fake_driver_root is not None and node is not None:
+                hooks = FakeDriverHooks(opts.fake_driver_root, node, opts.driver, process=restart)
                 if restart is None:
                     hooks = _WithoutCrash(hooks)
             elif restart is not None:
                 hooks = restart
             sanity = run_sanity(SanityConfig(
                 registration_socket=opts.registration_socket.absolute(), kubeconfig=opts.kubeconfig, driver=opts.driver,
-                plugin_socket=opts.plugin_socket, node=opts.node, cdi_dir=opts.cdi_dir, context=opts.context,
+                plugin_socket=opts.plugin_socket, node=node, cdi_dir=opts.cdi_dir, context=opts.context,
                 trace=trace, capabilities=declared, idempotent_count=opts.idempotent_count, namespace=opts.namespace),
                 hooks, on_result=on_result)
             result.checks += sanity.checks

@@ -72,6 +72,7 @@ __all__ = [
     "run_sanity",
     "open_context",
     "require_sockets",
+    "require_node",
 ]
 
 log = logging.getLogger("draguard.sanity")
@@ -550,20 +551,36 @@ def require_sockets(registration_socket: Path | None, plugin_socket: Path | None
                              "(is the driver running on this node? it registers in <kubelet dir>/plugins_registry)")
 
 
+def require_node(kubeconfig: Path, context: str | None, driver: str, node: str | None) -> str:
+    """Pre-flight: the node whose driver the suite calls: ``node`` when given, else the one node the
+    driver's ResourceSlices name. :class:`UsageError` (exit 2) when the cluster cannot be read or the
+    slices name no node or several (every check that creates claims would only record that cause)."""
+    if node:
+        return node
+    try:
+        slices = node_slices(Kube.from_kubeconfig(kubeconfig, context), driver, None)
+    except (ApiError, HarnessError) as exc:
+        raise UsageError(f"{kubeconfig}: cannot read the driver's ResourceSlices to find its node: {exc}") from exc
+    found, why = _node_of(driver, None, slices)
+    if found is None:
+        raise UsageError(f"--node: {why}")
+    return found
+
+
 def _answer(result: ClaimResult) -> list[tuple[str, str, tuple[str, ...]]]:
     """A prepare answer for one claim, comparable: (pool, device, CDI IDs) of each device."""
     return sorted((d.pool_name, d.device_name, tuple(sorted(d.cdi_device_ids))) for d in result.devices)
 
 
-def _node_of(config: SanityConfig, slices: list[Obj]) -> tuple[str | None, str]:
-    if config.node:
-        return config.node, ""
+def _node_of(driver: str, node: str | None, slices: list[Obj]) -> tuple[str | None, str]:
+    if node:
+        return node, ""
     nodes = sorted({s.get("spec", {}).get("nodeName") for s in slices if s.get("spec", {}).get("nodeName")})
     if len(nodes) == 1:
         return nodes[0], ""
     if not nodes:
-        return None, f"the driver {config.driver} publishes no node-local ResourceSlice; give --node"
-    return None, f"the driver {config.driver} publishes slices for several nodes ({', '.join(nodes)}); give --node"
+        return None, f"the driver {driver} publishes no node-local ResourceSlice; give --node"
+    return None, f"the driver {driver} publishes slices for several nodes ({', '.join(nodes)}); give --node"
 
 
 def node_slices(kube: Kube, driver: str, node: str | None) -> list[Obj]:
@@ -598,7 +615,7 @@ def open_context(config: SanityConfig, hooks: Any = None) -> Iterator[SanityCont
     try:
         kube = Kube.from_kubeconfig(config.kubeconfig, config.context)
         slices_all = node_slices(kube, config.driver, None)
-        node, why = _node_of(config, slices_all)
+        node, why = _node_of(config.driver, config.node, slices_all)
         slices = node_slices(kube, config.driver, node) if node else []
         if why:
             setup_error = why

@@ -1,7 +1,8 @@
 """The cluster suite's pre-flight, against the real local control plane: ``draguard conformance`` and
 ``draguard certify`` with a DeviceClass that does not exist, or that selects no published device, are
 exit 2 at once saying that nothing can be allocated (certify before its sanity part starts, writing no
-bundle), and so is a ``--namespace`` that does not exist; the library (what a vendor's own pytest run
+bundle), and so are a ``--namespace`` that does not exist and, for certify's sanity part, a node it
+cannot tell; the library (what a vendor's own pytest run
 uses) fails ``conformance.core.driver-publishes`` and skips every check that would create claims, with
 the cause, without waiting for pods that cannot run."""
 
@@ -18,6 +19,7 @@ import pytest
 
 from draguard.cli.main import main
 from draguard.conformance.cluster import ClusterConfig, run_conformance
+from draguard.harness.core.paths import NodeDirs
 from draguard.harness.kube import Kube
 
 pytestmark = pytest.mark.cluster
@@ -113,4 +115,21 @@ def test_a_namespace_that_does_not_exist_is_exit_2_naming_it(
     out = capsys.readouterr()
     assert codes == [2, 2], out.out
     assert out.err.count("--namespace no-such-namespace: no such namespace in the cluster") == 2, out.err
+    assert "PASS" not in out.out and not (tmp_path / "b").exists()
+
+
+def test_certify_with_sockets_and_no_node_needs_the_one_node_the_slices_name(
+    make_fleet: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The driver serves two nodes: which node's sockets were given is not known, so no sanity check
+    can claim devices; exit 2 at once asking for --node (the sanity part ran each check into that error)."""
+    (tmp_path / "product.yaml").write_text(PRODUCT)
+    with make_fleet(nodes=2) as f:
+        sock = NodeDirs(f.root, f.nodes[0]).registration_socket(f.driver)
+        code = main(["certify", "--kubeconfig", str(f.kubeconfig), "--driver", f.driver, "--device-class",
+                     f.device_class, "--profile", "core", "--product", str(tmp_path / "product.yaml"),
+                     "--out", str(tmp_path / "b"), "--registration-socket", str(sock)])
+    out = capsys.readouterr()
+    assert code == 2, out.out
+    assert f"publishes slices for several nodes ({', '.join(sorted(f.nodes))}); give --node" in out.err, out.err
     assert "PASS" not in out.out and not (tmp_path / "b").exists()
