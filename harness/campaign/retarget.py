@@ -40,7 +40,7 @@ from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Node, Request, Scenario, Step
-from draguard.harness.fleet.installed import controlled_pods, find_daemonset
+from draguard.harness.fleet.installed import controlled_pods, fake_driver_container, find_daemonset
 from draguard.harness.fleet.coverage import (LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, coverage, free_devices, pinned_nodes,
                                              runs_containers, scenario_devices)
 
@@ -111,6 +111,9 @@ class ClusterFacts:
     """Node -> ``namespace/name`` of the driver's DaemonSet pods there (what driver steps would touch)."""
     runtimes: frozenset[str] = frozenset()
     """Nodes that run a real container runtime (:func:`~draguard.harness.fleet.coverage.runs_containers`)."""
+    fake_driver: bool = False
+    """Whether the driver's DaemonSet runs draguard's fake driver (deploy/fake-driver.yaml): a scenario's
+    mutant is switched on through it, and on kind its books are read in the nodes."""
 
     def offers(self) -> set[str]:
         """The fleet capabilities (``draguard.harness.fleet``) this cluster gives the driver's steps."""
@@ -135,6 +138,8 @@ class Plan:
     exact: bool
     real_nodes: bool = False
     """Whether every cluster node it maps to runs a real container runtime (container-devices is judged)."""
+    mutant: str | None = None
+    """The scenario's mutant, kept: the installed driver is draguard's fake driver, whose DaemonSet runs it."""
 
 
 def _qualify(driver: str, name: str) -> str:
@@ -190,7 +195,8 @@ def detect(kube: Kube, target: RunTarget, kubeconfig: str | None = None) -> Clus
     return ClusterFacts({n: tuple(sorted(d)) for n, d in devices.items()}, frozenset(attributes), allocatable, podgroups,
                         f"{ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else None, kind,
                         {n: tuple(sorted(p)) for n, p in pods.items()},
-                        frozenset(n for n, obj in nodes.items() if runs_containers(obj)))
+                        frozenset(n for n, obj in nodes.items() if runs_containers(obj)),
+                        ds is not None and fake_driver_container(ds) is not None)
 
 
 def _demand(scenario: Scenario) -> int | None:
@@ -210,7 +216,7 @@ def _demand(scenario: Scenario) -> int | None:
 
 def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> list[str]:
     reasons: list[str] = []
-    if sc.driver.mutant:
+    if sc.driver.mutant and not facts.fake_driver:
         reasons.append(f"it runs the fake driver's mutant {sc.driver.mutant!r} (a planted bug) and expects what it breaks")
     if sc.driver.interpose and not target.local:
         reasons.append("it puts the gRPC interposer in front of the driver's sockets, which are on the cluster's "
@@ -266,7 +272,8 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
         if w.gang == "podgroup" and not facts.podgroups:
             reasons.append(f"workload {w.name} is a PodGroup gang; the cluster does not serve "
                            "scheduling.k8s.io/v1beta1 podgroups (feature gate GenericWorkload)")
-    partial, not_judged = coverage(not target.local and bool(facts.runtimes), target.local)
+    partial, not_judged = coverage(not target.local and bool(facts.runtimes), target.local,
+                                   facts.fake_driver and facts.kind_nodes)
     for name in sc.expect.violate:
         if name in not_judged:
             reasons.append(f"it expects {name} violated, which {not_judged[name]}")
@@ -310,7 +317,8 @@ def _plan(sc: Scenario, facts: ClusterFacts) -> tuple[Plan | None, str | None]:
                           f"{facts.describe()}")
         mapping[name] = fits[0]
         del free[fits[0]]
-    return Plan(mapping, exact, bool(mapping) and all(n in facts.runtimes for n in mapping.values())), None
+    return Plan(mapping, exact, bool(mapping) and all(n in facts.runtimes for n in mapping.values()),
+                sc.driver.mutant if facts.fake_driver else None), None
 
 
 def _extended(sc: Scenario) -> set[str]:
@@ -360,7 +368,8 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
         sc,
         description=f"{sc.description.strip()}\n\nRetargeted at driver {target.driver} (DeviceClass "
                     f"{target.device_class}); nodes {mapped}.",
-        driver=Driver(kind="external", name=target.driver, mutant=None, device_class=target.device_class,
+        driver=Driver(kind="external", name=target.driver, mutant=plan.mutant,
+                      device_class=target.device_class,
                       interpose=target.local),
         nodes=nodes, device_classes=(), workloads=workloads,
         timeline=tuple(_step(s, plan.nodes) for s in sc.timeline), expect=expect,

@@ -181,6 +181,9 @@ class Fleet:
                                        cdi_devices=proc.cdi_devices()))
         return tuple(out)
 
+    reads_books: bool = False
+    """Whether :meth:`external_states` holds an installed driver's books read on its nodes (draguard's fake
+    driver on kind: its checkpoint), not only its CDI specs."""
     real_nodes: bool = False
     """Whether the run's nodes have a kubelet and a real container runtime that report in the pods'
     statuses what they could not do (the judge reads them: :data:`~.coverage.REAL_NODES`); set by a

@@ -15,7 +15,7 @@ from draguard.harness.driver.topology import preset
 from draguard.harness.kube import Kube, Obj
 from draguard.harness.scenario.types import Scenario
 
-__all__ = ["PARTIAL", "LOCAL_PARTIAL", "NOT_JUDGED", "REAL_NODES", "FAKE_RUNTIMES", "runs_containers", "coverage", "scenario_devices", "pinned_nodes",
+__all__ = ["PARTIAL", "LOCAL_PARTIAL", "BOOKS_PARTIAL", "NOT_JUDGED", "REAL_NODES", "FAKE_RUNTIMES", "runs_containers", "coverage", "scenario_devices", "pinned_nodes",
            "free_devices"]
 
 PARTIAL: Mapping[str, str] = {
@@ -36,6 +36,16 @@ LOCAL_PARTIAL: Mapping[str, str] = {
 }
 """As :data:`PARTIAL`, when draguard reads the upstream test driver's CDI specs on the nodes: it runs the
 driver itself (``--cluster local``), or the driver runs on the nodes of draguard's kind cluster."""
+
+BOOKS_PARTIAL: Mapping[str, str] = {
+    **PARTIAL,
+    "no-leak": "judged from the API and from draguard's fake driver's books and CDI specs read in each node (its "
+               "checkpoint: each claim's devices, each device's state); its device truth (the fake hardware) is not read",
+    "no-double-allocation": "judged from the API's allocations and from draguard's fake driver's books read in each "
+                            "node; its device truth is not read",
+}
+"""As :data:`PARTIAL`, when the installed driver is draguard's fake driver on draguard's kind cluster, whose
+checkpoint and CDI specs draguard reads in the node containers."""
 
 NOT_JUDGED: Mapping[str, str] = {
     "container-devices": "needs the fake node's device truth (which devices each container got, and whether its "
@@ -64,11 +74,12 @@ def runs_containers(node: Obj) -> bool:
     return bool(version) and version.split("://", 1)[0] not in FAKE_RUNTIMES
 
 
-def coverage(real_nodes: bool, node_files: bool) -> tuple[dict[str, str], dict[str, str]]:
+def coverage(real_nodes: bool, node_files: bool, books: bool = False) -> tuple[dict[str, str], dict[str, str]]:
     """(invariant -> what is left out, invariant -> why it is not judged) for a driver draguard did not
-    write: on the cluster's own nodes with a container runtime (``real_nodes``), and where draguard reads
-    the upstream test driver's CDI specs on the nodes (``node_files``)."""
-    partial = dict(LOCAL_PARTIAL if node_files else PARTIAL)
+    start: on the cluster's own nodes with a container runtime (``real_nodes``), where draguard reads the
+    upstream test driver's CDI specs on the nodes (``node_files``), and where it reads draguard's fake
+    driver's books there (``books``)."""
+    partial = dict(BOOKS_PARTIAL if books else LOCAL_PARTIAL if node_files else PARTIAL)
     not_judged = dict(NOT_JUDGED)
     if real_nodes:
         partial.update(REAL_NODES)

@@ -33,6 +33,7 @@ Talks to: the cluster (DaemonSets, Pods, Nodes), the kind node containers.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -43,13 +44,15 @@ from typing import Any
 from draguard.harness.core.errors import HarnessError, UsageError
 
 from ..cluster.kind.cluster import KindCluster, KindNodes
+from ..cluster.kind.driverimage import FAKE_DRIVER_REPO
 from ..driver.external import TEST_DRIVER_NAME, claims_of_cdi_specs
-from ..invariants import DeviceId, NodeDriverState
+from ..driver.state import Checkpoint
+from ..invariants import DeviceId, DeviceState, NodeDriverState
 from ..kube import RUN_LABEL, ApiError, Kube, Obj
 from .base import FLEETS, DriverControl, Fleet, FleetRun, NodeControl, Undoable
 from .coverage import free_devices, pinned_nodes, runs_containers
 
-__all__ = ["InstalledFleet", "find_daemonset", "controlled_pods", "PLUGINS_DIR"]
+__all__ = ["InstalledFleet", "find_daemonset", "controlled_pods", "fake_driver_container", "PLUGINS_DIR"]
 
 PLUGINS_DIR = "/var/lib/kubelet/plugins"
 CDI_DIR = "/var/run/cdi"
@@ -76,6 +79,31 @@ def find_daemonset(kube: Kube, driver: str, named: tuple[str, str] | None = None
         names = ", ".join(f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in found)
         raise UsageError(f"driver {driver}: several DaemonSets mount {plugin_dir} ({names}); name one in driver.daemonSet")
     return found[0] if found else None
+
+
+def fake_driver_container(ds: Obj) -> str | None:
+    """The name of the container of ``ds``'s pod template that runs draguard's fake driver (its image,
+    deploy/fake-driver.yaml's, or its entry point in the command), or None."""
+    for c in ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        image = str(c.get("image") or "")
+        if image.rsplit(":", 1)[0] == FAKE_DRIVER_REPO or "draguard.harness.driver.main" in (c.get("command") or []):
+            return str(c.get("name") or "")
+    return None
+
+
+def _with_mutant(args: list[str], mutant: str) -> list[str]:
+    """The fake driver's container args with ``--mutant`` set to ``mutant`` (any earlier one dropped)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--mutant":
+            skip = True
+            continue
+        if not a.startswith("--mutant="):
+            out.append(a)
+    return [*out, f"--mutant={mutant}"]
 
 
 def controlled_pods(pods: list[Obj], ds: Obj) -> list[Obj]:
@@ -141,43 +169,94 @@ class InstalledFleet(Fleet):
         self._cdi_cache: tuple[float, tuple[NodeDriverState, ...]] | None = None
         self._before_run: dict[str, frozenset[str]] = {}
         """Node -> claims whose CDI specs were there before the run started (another run's, or a leak)."""
-        self._cdi_seen: dict[str, frozenset[str]] = {}
-        """Node -> the claims of its CDI specs when last read (a paused node's files cannot change)."""
+        self._books_seen: dict[str, _Books] = {}
+        """Node -> the driver's CDI specs (and books) there when last read (a paused node's files cannot change)."""
         self._run_id = ""
         self._foreign: set[str] = set()
         """UIDs of claims seen in the cluster that are not this run's (another run's, another user's)."""
+        self.fake: str | None = None
+        """The DaemonSet's container that runs draguard's fake driver (its books are read in the nodes)."""
+        self._mutant_restore: dict[str, Any] | None = None
+        """The merge patch that puts the DaemonSet's containers back, while a mutant runs."""
 
     def start(self, run: FleetRun) -> None:
         sc = run.scenario
         run.log(f"external driver {sc.driver.name}: using the cluster's nodes and slices")
-        self.wait_slices(run, set(), timeout=30)
-        pinned = pinned_nodes(sc)
-        if pinned:  # the inventory no-leak compares with: this run's nodes, what no one held at the start
-            self.inventory = frozenset(DeviceId(*d) for d in free_devices(run.kube, sc.driver.name, pinned))
-            run.log(f"pods pinned to {', '.join(pinned)}: {len(self.inventory)} free device(s) there")
         self.kube = run.kube
         self._driver = sc.driver.name
         self._run_id = run.run_id
-        nodes = {n["metadata"]["name"]: n for n in run.kube.items("Node")}
-        self._nodes = tuple(pinned or ()) or tuple(nodes)
-        self.real_nodes = bool(self._nodes) and all(runs_containers(nodes.get(n) or {}) for n in self._nodes)
         named = run.scenario.driver.daemon_set
         try:
             self.daemonset = find_daemonset(run.kube, run.scenario.driver.name, named)
         except ApiError as exc:  # not allowed to list DaemonSets: the driver is still judged, without driver chaos
             run.log(f"cannot look for the driver's DaemonSet ({exc}); steps that restart the driver cannot run")
+        self.fake = fake_driver_container(self.daemonset) if self.daemonset is not None else None
+        if sc.driver.mutant:
+            self._run_mutant(run, sc.driver.mutant)
+        pinned = pinned_nodes(sc)
+        self.wait_slices(run, set(pinned) if self.fake and pinned else set(), timeout=60 if self.fake else 30)
+        if pinned:  # the inventory no-leak compares with: this run's nodes, what no one held at the start
+            self.inventory = frozenset(DeviceId(*d) for d in free_devices(run.kube, sc.driver.name, pinned))
+            run.log(f"pods pinned to {', '.join(pinned)}: {len(self.inventory)} free device(s) there")
+        nodes = {n["metadata"]["name"]: n for n in run.kube.items("Node")}
+        self._nodes = tuple(pinned or ()) or tuple(nodes)
+        self.real_nodes = bool(self._nodes) and all(runs_containers(nodes.get(n) or {}) for n in self._nodes)
         kind = KindCluster.of_kubeconfig(run.kubeconfig) if str(run.kubeconfig) else None
         self.kind_nodes = kind.node_containers() if kind is not None else None
+        self.reads_books = self.fake is not None and self.kind_nodes is not None
         if self.reads_node_files:  # what the driver held before this run is not this run's to judge
-            self._before_run = {node: self._cdi_claims(node) for node in self._nodes}
+            self._before_run = {node: self._node_books(node).claims() for node in self._nodes}
             held = {node: len(uids) for node, uids in self._before_run.items() if uids}
             if held:
-                run.log("CDI specs of the driver already on the nodes before the run, left out of no-leak: "
+                run.log("claims of the driver already on the nodes before the run (its CDI specs"
+                        + (" and books" if self.fake else "") + "), left out of no-leak: "
                         + ", ".join(f"{node}: {n}" for node, n in sorted(held.items())))
         ds = self.daemonset
         run.log(f"driver {run.scenario.driver.name}: "
                 + (f"DaemonSet {ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else "no DaemonSet found")
+                + (" (draguard's fake driver: its books read in the nodes)" if self.fake and kind else "")
                 + (f"; nodes are containers of kind cluster {kind.name}" if kind else ""))
+
+    # -- a mutant of draguard's fake driver --------------------------------------------------------
+    def _run_mutant(self, run: FleetRun, mutant: str) -> None:
+        """Switch the installed fake driver to ``mutant``: its DaemonSet's container args get ``--mutant``
+        (the restoring patch journaled first) and every pod is replaced; :meth:`stop` puts it back."""
+        if self.daemonset is None or self.fake is None:
+            raise UsageError(f"driver.mutant {mutant}: mutants are draguard's fake driver's, and no DaemonSet of the "
+                             f"cluster runs it for driver {self._driver} (deploy/fake-driver.yaml installs it)")
+        kube, ns, name = self._ds()
+        containers = ((self.daemonset.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        self._mutant_restore = {"spec": {"template": {"spec": {"containers": containers}}}}
+        if run.journal_undo is None:
+            raise HarnessError("the installed fleet cannot journal the mutant's DaemonSet patch")
+        run.journal_undo("patch-object", {"kind": "DaemonSet", "name": name, "namespace": ns,
+                                          "patch": self._mutant_restore, "patchType": "merge"})
+        patched = [{**c, "args": _with_mutant(list(c.get("args") or []), mutant)} if c.get("name") == self.fake else c
+                   for c in containers]
+        run.log(f"mutant {mutant}: DaemonSet {ns}/{name} runs the fake driver with --mutant={mutant}")
+        self.daemonset = kube.patch("DaemonSet", name, {"spec": {"template": {"spec": {"containers": patched}}}}, ns)
+        self._rolled_out(f"the mutant {mutant} on every node")
+
+    def _rolled_out(self, what: str, timeout: float = 240.0) -> None:
+        """Wait until the DaemonSet's controller replaced every pod with one of its current template, Ready."""
+        kube, ns, name = self._ds()
+
+        def done() -> bool:
+            ds = kube.get("DaemonSet", name, ns) or {}
+            st, generation = ds.get("status") or {}, (ds.get("metadata") or {}).get("generation", 0)
+            desired = st.get("desiredNumberScheduled", -1)
+            return (st.get("observedGeneration", 0) >= generation and st.get("updatedNumberScheduled") == desired
+                    and st.get("numberReady") == desired and not st.get("numberUnavailable"))
+
+        self.wait(what, done, timeout)
+
+    def _restore_mutant(self) -> None:
+        if self._mutant_restore is None:
+            return
+        kube, ns, name = self._ds()
+        self.daemonset = kube.patch("DaemonSet", name, self._mutant_restore, ns)
+        self._mutant_restore = None
+        self._rolled_out("the correct fake driver back on every node")
 
     def offers(self, capability: str) -> bool:
         if capability == "restart-driver":
@@ -273,15 +352,17 @@ class InstalledFleet(Fleet):
         return _KindNode(self, node, before) if self.kind_nodes is not None else None
 
     def external_states(self) -> tuple[NodeDriverState, ...]:
-        """On kind, what the upstream test driver holds prepared on each of the run's nodes, seen as its CDI
-        spec files in the node's ``/var/run/cdi`` (one per claim and request, named
+        """On kind, what the driver holds prepared on each of the run's nodes, read in the node containers:
+        for the upstream test driver its CDI spec files in ``/var/run/cdi`` (one per claim and request, named
         ``<driver>-<claim UID>-<request>.json``, removed at unprepare: test/e2e/dra/test-driver/app/
-        kubeletplugin.go); () for any other driver or cluster, whose files draguard cannot name. Specs
-        that were there when the run started (another run's claims, or an earlier leak) are left out:
-        they are not this run's to judge; so are those of claims the cluster has without this run's
-        label (another user's pods on the same nodes, prepared while the run goes on). Read at most every :data:`CDI_READ_EVERY` seconds (each read
-        is a command in every node container)."""
-        if self.kind_nodes is None or self._driver != TEST_DRIVER_NAME:
+        kubeletplugin.go), its only record; for draguard's fake driver its books too (the checkpoint in its
+        plugin directory: each claim's devices, each device's state) and its specs ``<driver>-<claim UID>.json``.
+        () for any other driver or cluster, whose files draguard cannot name. Claims that were there when the
+        run started (another run's, or an earlier leak) are left out: they are not this run's to judge; so are
+        claims the cluster has without this run's label (another user's pods on the same nodes, prepared
+        while the run goes on). Read at most every :data:`CDI_READ_EVERY` seconds (each read is a command
+        in every node container)."""
+        if not self.reads_node_files:
             return ()
         now = time.monotonic()
         if self._cdi_cache is not None and now - self._cdi_cache[0] < CDI_READ_EVERY:
@@ -289,12 +370,11 @@ class InstalledFleet(Fleet):
         states = []
         foreign = self._foreign_claims()
         for node in self._nodes:
-            if node in self._paused and node in self._cdi_seen:  # frozen: its files are as last read
-                seen = self._cdi_seen[node]
+            if node in self._paused and node in self._books_seen:  # frozen: its files are as last read
+                books = self._books_seen[node]
             else:
-                seen = self._cdi_seen[node] = self._cdi_claims(node)
-            uids = seen - self._before_run.get(node, frozenset()) - foreign
-            states.append(NodeDriverState(node=node, driver=self._driver, prepared={u: () for u in uids}, cdi_specs=uids))
+                books = self._books_seen[node] = self._node_books(node)
+            states.append(books.state(self._before_run.get(node, frozenset()) | foreign))
         self._cdi_cache = (now, tuple(states))
         return self._cdi_cache[1]
 
@@ -306,20 +386,40 @@ class InstalledFleet(Fleet):
                                  if (c["metadata"].get("labels") or {}).get(RUN_LABEL) != self._run_id)
         return frozenset(self._foreign)
 
-    def _cdi_claims(self, node: str) -> frozenset[str]:
+    def _node_books(self, node: str) -> _Books:
+        """The driver's CDI specs in ``node`` (and the fake driver's checkpoint, in the same command), read in
+        its container; HarnessError when they cannot be read (unread is not empty; a missing /var/run/cdi or
+        checkpoint is none)."""
         assert self.kind_nodes is not None
+        checkpoint = f"{PLUGINS_DIR}/{self._driver}/checkpoint.json"
+        args = (["sh", "-c", f"ls -1 {CDI_DIR} 2>&1 || test ! -e {CDI_DIR}; echo {_SEP}; cat {checkpoint} 2>&1 || "
+                             f"test ! -e {checkpoint}"] if self.fake else ["ls", "-1", CDI_DIR])  # fmt: skip
         try:
-            listing = self.kind_nodes.engine.run(["exec", node, "ls", "-1", CDI_DIR], timeout=20, check=False)
+            read = self.kind_nodes.engine.run(["exec", node, *args], timeout=20, check=False)
         except subprocess.TimeoutExpired as exc:
             raise HarnessError(f"node {node}: listing {CDI_DIR} did not answer in {exc.timeout:.0f}s") from exc
-        if listing.returncode != 0 and "No such file" not in listing.stderr:  # unread is not empty
-            raise HarnessError(f"node {node}: cannot list the driver's CDI specs in {CDI_DIR}: "
-                               f"{(listing.stderr or listing.stdout).strip()[-300:]}")
-        return claims_of_cdi_specs(self._driver, listing.stdout.split())
+        if not self.fake:
+            if read.returncode != 0 and "No such file" not in read.stderr:  # unread is not empty
+                raise HarnessError(f"node {node}: cannot list the driver's CDI specs in {CDI_DIR}: "
+                                   f"{(read.stderr or read.stdout).strip()[-300:]}")
+            return _Books(node, self._driver, claims_of_cdi_specs(self._driver, read.stdout.split()), None)
+        if read.returncode != 0 or _SEP not in read.stdout:
+            raise HarnessError(f"node {node}: cannot read the fake driver's CDI specs in {CDI_DIR} and its checkpoint "
+                               f"{checkpoint}: {(read.stderr or read.stdout).strip()[-300:]}")
+        listing, _, raw = read.stdout.partition(_SEP)
+        names = [] if "No such file" in listing else listing.split()
+        prefix = f"{self._driver}-"
+        specs = frozenset(n[len(prefix):-len(".json")] for n in names if n.startswith(prefix) and n.endswith(".json"))
+        try:
+            cp = (Checkpoint.from_json(json.loads(raw)) if raw.strip() and "No such file" not in raw
+                  else Checkpoint(driver=self._driver, node=node))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HarnessError(f"node {node}: the fake driver's checkpoint {checkpoint} cannot be read: {exc}") from exc
+        return _Books(node, self._driver, specs, cp)
 
     @property
     def reads_node_files(self) -> bool:
-        return self.kind_nodes is not None and self._driver == TEST_DRIVER_NAME
+        return self.kind_nodes is not None and (self._driver == TEST_DRIVER_NAME or self.fake is not None)
 
     def stop(self) -> None:
         """Thaw every node still paused and put the DaemonSet back (a step cut short leaves them so)."""
@@ -338,9 +438,39 @@ class InstalledFleet(Fleet):
                     self._restore()
                 except HarnessError as exc:
                     errors.append(f"DaemonSet not restored: {exc}")
+            try:
+                self._restore_mutant()
+            except HarnessError as exc:
+                errors.append(f"DaemonSet not restored from the mutant: {exc}")
         super().stop()
         if errors:
             raise HarnessError("; ".join(errors) + " (`draguard cleanup` replays the journal)")
+
+
+_SEP = "--draguard-books--"
+
+
+class _Books:
+    """What the driver holds on one node as read there: the claims of its CDI specs and, for draguard's
+    fake driver, its checkpoint (None for a driver whose only record is its specs)."""
+
+    def __init__(self, node: str, driver: str, specs: frozenset[str], checkpoint: Checkpoint | None) -> None:
+        self.node, self.driver, self.specs, self.checkpoint = node, driver, specs, checkpoint
+
+    def claims(self) -> frozenset[str]:
+        """Every claim UID the driver's files on the node name."""
+        return self.specs | (frozenset(self.checkpoint.claims) if self.checkpoint is not None else frozenset())
+
+    def state(self, others: frozenset[str]) -> NodeDriverState:
+        """The judge's view, without the claims in ``others`` (not this run's) and their devices."""
+        specs = self.specs - others
+        if self.checkpoint is None:
+            return NodeDriverState(node=self.node, driver=self.driver, prepared={u: () for u in specs}, cdi_specs=specs)
+        prepared = {uid: tuple(DeviceId(self.driver, d.pool, d.device) for d in rec.devices)
+                    for uid, rec in self.checkpoint.claims.items() if uid not in others}
+        devices = {name: DeviceState(rec.state.value, (rec.claim,) if rec.claim else ())
+                   for name, rec in self.checkpoint.devices.items() if rec.claim not in others}
+        return NodeDriverState(node=self.node, driver=self.driver, prepared=prepared, devices=devices, cdi_specs=specs)
 
 
 class _DaemonSetDriver:
@@ -417,7 +547,7 @@ class _KindNode:
     def lose(self) -> None:
         self._before("kind-node", {**self.nodes.undo_args(self.node), "action": "unpause"})
         if self.fleet.reads_node_files:  # what the frozen node holds: its files cannot be read while paused
-            self.fleet._cdi_seen[self.node] = self.fleet._cdi_claims(self.node)
+            self.fleet._books_seen[self.node] = self.fleet._node_books(self.node)
         self.fleet._paused.add(self.node)  # before the pause: its CDI specs are read as last seen from then on
         self.nodes.pause(self.node)
 

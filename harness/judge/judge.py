@@ -356,7 +356,8 @@ class Judge:
             if self.scenario.driver.kind == "external":  # an installed driver: no books, no device truth
                 fleet = self._run.fleet if self._run is not None else None
                 partial, not_judged = coverage(fleet is not None and fleet.real_nodes,
-                                               fleet is not None and fleet.reads_node_files)
+                                               fleet is not None and fleet.reads_node_files,
+                                               fleet is not None and fleet.reads_books)
                 if entry.name in not_judged and not found:
                     status, note = "not-checked", f"not checked on an installed driver: {not_judged[entry.name]}"
                 elif entry.name in not_judged:  # what was seen counts, though the rest could not be judged

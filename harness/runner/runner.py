@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..cluster.local import LocalCluster
 from draguard.harness.core.errors import DraguardError
@@ -61,7 +62,7 @@ from ..judge.observe import Observer, Timeline
 from . import cleanup, setup
 from .context import RunHandles, StepContext
 from .deploy import Deployment
-from .journal import RUN_LABEL, Journal
+from .journal import RUN_LABEL, Journal, UndoAction
 from .settle import RETRY_QUIET, SETTLE_QUIET, quiet_needed, settle
 from .timeline import StepRun, TimelinePlayer
 
@@ -184,8 +185,12 @@ class Runner:
             h.cluster.kubeconfig if h.cluster else Path(h.kubeconfig or ""), h.node_root,
             self.options.bin_dir, self._record, h.journal.process,
             self._dep().create, lambda: h.observer.objects("ResourceSlice"), h.observer.wait_for, self.log,
-            self.options.progress))
+            self.options.progress, self._journal_fleet_change))
         self.judge.inventory = h.fleet.inventory
+
+    def _journal_fleet_change(self, kind: str, args: dict[str, Any]) -> None:
+        """Journal how to undo a change the fleet is about to make to the cluster (``draguard cleanup``)."""
+        self._h().journal.fault("fleet", "fleet", UndoAction(kind, args))
 
     def _deploy(self) -> None:
         self._dep().deploy(self.log)
