@@ -1,6 +1,7 @@
-"""docs/vendor-guide.md, step by step: the product block passes draguard's validator; the kind cluster's
-and the GPU command lines parse with draguard's own command line (no GPU here; tests/kind/test_kind_certify.py
-runs the kind step's certify and verify lines in a kind cluster against the upstream test driver);
+"""docs/vendor-guide.md, step by step: the product block passes draguard's validator; every draguard
+command of the guide parses with draguard's own command line, the GPU step's among them (no GPU here;
+tests/kind/test_kind_certify.py runs the kind step's certify and verify lines in a kind cluster against
+the upstream test driver);
 the laptop's certify and verify lines run as written against the fake driver on the local backend, and the
 submission block, run on that bundle, lays out a folder in which every evidence link resolves the way
 the AI-conformance programme's validator resolves it."""
@@ -19,9 +20,7 @@ import click
 import pytest
 from ruamel.yaml import YAML
 
-from draguard.cli.cluster import command as cluster_group
-from draguard.cli.conformance import certify_command
-from draguard.cli.main import main
+from draguard.cli.main import cli, main
 from draguard.conformance.programmes import BundleView
 from draguard.conformance.programmes.ai_conformance import FRAGMENT
 from draguard.reports.bundle import validate_product
@@ -46,27 +45,56 @@ def test_the_product_block_passes_the_validator() -> None:
     assert product["type"] and product["contact_email_address"].endswith("@example.com")
 
 
-def _parse(group_or_command: click.Command, args: list[str]) -> click.Context:
-    return group_or_command.make_context(group_or_command.name or "draguard", args)
+def _parse(args: list[str]) -> tuple[click.Command, click.Context]:
+    """``draguard ARGS`` parsed by draguard's own command line down to the command it names (its options
+    and values converted, as a run would see them); raises click's usage error otherwise."""
+    assert args[0] == "draguard", args
+    command: click.Command = cli
+    ctx = click.Context(cli, info_name="draguard")
+    rest = args[1:]
+    while isinstance(command, click.Group):
+        name, sub, rest = command.resolve_command(ctx, rest)
+        assert sub is not None and name is not None, args
+        command = sub
+        ctx = sub.make_context(name, list(rest), parent=ctx)
+        rest = [*ctx._protected_args, *ctx.args]
+    return command, ctx
 
 
-def test_the_kind_and_gpu_command_lines_parse(tmp_path: Path) -> None:
+def _commands(env: dict[str, str]) -> list[list[str]]:
+    """Every draguard command of the guide's sh blocks (the inner one of ``$(draguard ...)`` too), with
+    the guide's shell variables set as a reader sets them."""
+    out = []
+    for line in sh_blocks():
+        found = re.search(r"(?:^|\$\()(draguard [^)]*)", line)
+        if found:
+            out.append(shlex.split(re.sub(r"\$(\w+)", lambda m: env.get(m.group(1), m.group(0)), found.group(1))))
+    return out
+
+
+def test_every_draguard_command_of_the_guide_parses_with_draguards_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps no test here can run (a GPU cluster, the least-privilege account) are at least commands
+    draguard accepts: every option and value in them is one it knows."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\n")
-    env = {"KUBECONFIG": str(kubeconfig), "NODE": "gpu-node-1", "NS": "nvidia-dra-driver-gpu"}
-    gpu = shlex.split(block("vendor-gpu").replace("$KUBECONFIG", env["KUBECONFIG"]).replace("$NODE", env["NODE"])
-                      .replace("$NS", env["NS"]))
-    assert gpu[:2] == ["draguard", "certify"]
-    ctx = _parse(certify_command, gpu[2:])
-    assert ctx.params["restart_command"].endswith("--field-selector spec.nodeName={node}")
-    assert ctx.params["driver_name"] == "gpu.nvidia.com" and ctx.params["programmes"] == ("ai-conformance",)
-    kind = [c for c in sh_blocks() if c.startswith(("export KUBECONFIG=$(draguard cluster", "draguard cluster"))]
-    assert len(kind) == 2, kind
-    for line in kind:
-        args = shlex.split(line.split("$(", 1)[-1].rstrip(")"))
-        sub = cluster_group.get_command(click.Context(cluster_group), args[2])
-        assert sub is not None
-        assert _parse(sub, args[3:]).params["backend"] == "kind"
+    monkeypatch.chdir(GUIDE.parents[1])  # the repository: scenarios/ as the guide names it
+    env = {"KUBECONFIG": str(kubeconfig), "NODE": "gpu-node-1", "NS": "nvidia-dra-driver-gpu",
+           "DRIVER": "test-driver.cdi.k8s.io", "DEVICE_CLASS": "draguard-test-driver"}
+    parsed = [(c, *_parse(c)) for c in _commands(env)]
+    names = [f"{ctx.parent.info_name if ctx.parent and ctx.parent.parent else ''} {ctx.info_name}".strip()
+             for _, _, ctx in parsed]
+    assert names == ["cluster up", "certify", "certify", "cluster down", "certify", "certify", "run"], names
+    gpu = next(ctx for args, _, ctx in parsed if "gpu.nvidia.com" in args)
+    assert gpu.params["restart_command"] == ("kubectl -n nvidia-dra-driver-gpu delete pod -l "
+                                            "dra-driver-nvidia-gpu-component=kubelet-plugin "
+                                            "--field-selector spec.nodeName={node}")
+    assert gpu.params["driver_name"] == "gpu.nvidia.com" and gpu.params["programmes"] == ("ai-conformance",)
+    assert gpu.params["node"] == "gpu-node-1" and gpu.params["cdi_dir"] == Path("/var/run/cdi")
+    assert all(ctx.params["backend"] == "kind" for args, _, ctx in parsed if args[1] == "cluster")
+    assert [ctx.params["bundle"] for args, _, ctx in parsed if "--verify" in args] == [
+        Path("bundle"), Path("bundle.tar.gz")]
 
 
 def test_the_kind_step_names_the_test_that_runs_its_commands() -> None:
