@@ -16,6 +16,7 @@ EVIDENCE: dict[str, list[tuple[str, str]]] = {
     "mps-state-left-behind": [("sharing-explicit", "keeps MPS sharing state of claim")],
     "shared-claim-no-strategy": [("sharing-explicit", "with no sharing strategy set up on it (device truth)")],
     "device-failure-silent-health": [("container-devices", "which the hardware reports unhealthy (Xid 79")],
+    "gpu-faults-silent-health": [("container-devices", "which the hardware reports unhealthy (Xid")],
 }
 
 
@@ -32,6 +33,7 @@ PROGRESS: dict[str, list[tuple[str, str, str]]] = {
     "double-allocation-handoff": [("Pod", "second-0", "Running")],
     "mps-shared-claim-correct-driver": [("Pod", "ranks-2", "Running")],
     "device-failure-correct-driver": [("Pod", "infer-0", "Running")],
+    "gpu-faults-correct-driver": [("Pod", "infer-0", "Running")],
     "failing-claim-does-not-strand-batch": [("Pod", "next-0", "Running")],
 }
 

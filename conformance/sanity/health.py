@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.grpcapi.plugin import HEALTH_SERVICES, DeviceHealthReport, PluginCallError, choose_health
@@ -112,17 +113,54 @@ def advertised(ctx: SanityContext) -> None:
     needs=("make_unhealthy",),
 )
 def reports_unhealthy(ctx: SanityContext) -> None:
+    """Where the hooks can make the hardware itself fail (draguard's fake driver: its device truth, read
+    through NVML), each kind of failure in turn: the GPU falls off the bus, an uncorrectable ECC error,
+    a critical Xid; the device is repaired (and must be reported HEALTHY again) between them, and an
+    application's Xid, after which the GPU still works, must not be reported UNHEALTHY. Otherwise the
+    driver's own declaration of an unhealthy device (``make_unhealthy``)."""
     service = _advertised(ctx)
     ((pool, dev),) = ctx.devices(1)
+    if ctx.hook_unavailable("raise_hardware_fault"):
+        _expect_health(ctx, service, dev, "UNHEALTHY", lambda: ctx.call_hook("make_unhealthy", dev,
+                                                                             "draguard sanity: simulated failure"),
+                       f"{dev} broke")
+        return
+    try:
+        for kind, xid in HARDWARE_FAULTS:
+            what = f"{dev} raised {kind}" + (f" (Xid {xid})" if xid else "")
+            _expect_health(ctx, service, dev, "UNHEALTHY",
+                           lambda: ctx.call_hook("raise_hardware_fault", dev, kind, xid), what)
+            _expect_health(ctx, service, dev, "HEALTHY", lambda: ctx.call_hook("repair_hardware", dev),
+                           f"{dev} was repaired after it {what.split(' ', 1)[1]}")
+        seen = _watch(ctx, service, dev, "UNHEALTHY", lambda: ctx.call_hook("raise_hardware_fault", dev, "xid", 13),
+                      wait=APPLICATION_XID_WAIT)
+        expect(not seen[0], f"{dev} raised Xid 13, an application's error after which the GPU still works, and "
+               "the driver reported it UNHEALTHY: a health check must skip the application Xids (13, 31, 43, 45, "
+               "68), as NVIDIA's device plugin does", devices=[dev])
+    finally:
+        ctx.call_hook("repair_hardware", dev)
+
+
+HARDWARE_FAULTS = (("fallen-off-bus", None), ("ecc", None), ("xid", 62))
+"""The hardware failures the check raises in turn (Xid 79, Xid 48, a micro-controller halt)."""
+APPLICATION_XID_WAIT = 3.0
+"""Seconds an application's Xid is watched for an UNHEALTHY report that must not come (a health check
+polls every second or so)."""
+
+
+def _watch(ctx: SanityContext, service: str, dev: str, health: str, trigger: Callable[[], None],
+           wait: float = 10.0) -> tuple[bool, list[list[DeviceHealthReport]]]:
+    """Open the stream, ``trigger`` the change, and watch up to ``wait`` seconds for ``dev`` reported
+    ``health``: whether it was, and the messages seen."""
     seen: list[list[DeviceHealthReport]] = []
-    stream = ctx.client().watch_health(service, timeout=15)
+    stream = ctx.client().watch_health(service, timeout=wait + 5)
     found = threading.Event()
 
     def read() -> None:
         try:
             for msg in stream:
                 seen.append(msg)
-                if any(d.device_name == dev and d.health == "UNHEALTHY" for d in msg):
+                if any(d.device_name == dev and d.health == health for d in msg):
                     found.set()
                     return
         except PluginCallError:
@@ -131,9 +169,15 @@ def reports_unhealthy(ctx: SanityContext) -> None:
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     time.sleep(0.3)
-    ctx.call_hook("make_unhealthy", dev, "draguard sanity: simulated failure")
-    found.wait(10)
+    trigger()
+    found.wait(wait)
     stream.cancel()
+    return found.is_set(), seen
+
+
+def _expect_health(ctx: SanityContext, service: str, dev: str, health: str, trigger: Callable[[], None],
+                   what: str) -> None:
+    found, seen = _watch(ctx, service, dev, health, trigger)
     last = [(d.device_name, d.health) for d in seen[-1]] if seen else []
-    expect(found.is_set(), f"{dev} broke, but {len(seen)} health message(s) in 10s never said UNHEALTHY "
-           f"(last: {last})", devices=[dev])
+    expect(found, f"{what}, but {len(seen)} health message(s) in 10s never said {health} (last: {last})",
+           devices=[dev])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from draguard.harness.core.paths import DEFAULT_DRIVER
-from draguard.harness.devices.truth import DeviceTruth
+from draguard.harness.devices.truth import DeviceTruth, HardwareFault, HardwareFaultKind
 from draguard.harness.driver.fault_control import Faults, clear_faults, set_faults
 from draguard.harness.grpcapi.plugin import ClaimRef
 
@@ -101,6 +101,14 @@ class FakeDriverHooks:
 
     def make_unhealthy(self, device: str, message: str) -> None:
         self._set(unhealthy={"devices": [device], "message": message})
+
+    def raise_hardware_fault(self, device: str, kind: HardwareFaultKind, xid: int | None = None) -> None:
+        """The node's hardware raises ``kind`` on ``device`` (its device truth, which the driver reads
+        through NVML)."""
+        DeviceTruth(self.root, self.node).raise_fault(device, HardwareFault.of(kind, xid))
+
+    def repair_hardware(self, device: str) -> None:
+        DeviceTruth(self.root, self.node).repair(device)
 
     def device_sharing(self, device: str) -> str | None:
         rec = DeviceTruth(self.root, self.node).read().devices.get(device)

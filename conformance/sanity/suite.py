@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
 from draguard.harness.core.registry import CHECKS, Entry
+from draguard.harness.devices.truth import HardwareFaultKind
 from draguard.harness.grpcapi.plugin import (
     ClaimRef,
     ClaimResult,
@@ -140,6 +141,12 @@ class DriverHooks(Protocol):
 
     def make_unhealthy(self, device: str, message: str) -> None:
         """Make ``device`` unhealthy in the hardware (what the health stream must then report)."""
+
+    def raise_hardware_fault(self, device: str, kind: HardwareFaultKind, xid: int | None = None) -> None:
+        """Make the hardware itself raise ``kind`` (``fallen-off-bus``, ``ecc``, ``xid`` with ``xid``) on ``device``."""
+
+    def repair_hardware(self, device: str) -> None:
+        """Repair ``device`` in the hardware: healthy, no Xid, no ECC error."""
 
     def device_sharing(self, device: str) -> str | None:
         """The sharing set up on ``device`` in the hardware (``TimeSlicing``, ``MPS``), or None."""

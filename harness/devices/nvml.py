@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.fsio import StampedReads
-from .truth import DeviceTruth, InstalledDevice, _Draft
+from .truth import APPLICATION_XIDS, DeviceRecord, DeviceTruth, InstalledDevice, _Draft
 
 __all__ = ["NvmlError", "FakeNvml", "SHARING_STRATEGIES"]
 
@@ -35,7 +35,7 @@ class FakeNvml:
     def __init__(self, truth: DeviceTruth, reset_fails: Callable[[str], bool] | None = None) -> None:
         self.truth = truth
         self.reset_fails = reset_fails or (lambda device: False)
-        self._health: StampedReads[None, dict[str, str]] = StampedReads()
+        self._health: StampedReads[frozenset[int], dict[str, str]] = StampedReads()
         """Devices reported unhealthy, read again when the truth file changed (:meth:`unhealthy`)."""
 
     def install(self, devices: Sequence[InstalledDevice]) -> None:
@@ -46,14 +46,44 @@ class FakeNvml:
         """Device name -> its device node on the host (what a CDI spec hands to a container)."""
         return {n: d.dev_path for n, d in self.truth.read().devices.items()}
 
-    def unhealthy(self) -> dict[str, str]:
-        """Devices the hardware reports unhealthy, with its message (what a health check polls every
-        second; the truth file is read again only when it changed)."""
+    def unhealthy(self, skip_xids: frozenset[int] = APPLICATION_XIDS) -> dict[str, str]:
+        """A health check over what NVML reports, as NVIDIA's device plugin does it (NVIDIA/k8s-device-plugin
+        internal/rm/health.go): a device NVML cannot reach (``NVML_ERROR_GPU_IS_LOST``: fallen off the
+        bus), one that raised an Xid not in ``skip_xids`` (the application errors, after which the GPU still
+        works), one with uncorrectable ECC errors, and one whose health the hardware reports bad otherwise;
+        each with its message. Polled every second; the truth file is read again only when it changed."""
         def read() -> dict[str, str]:
-            return {n: d.health_message or "unhealthy" for n, d in self.truth.read().devices.items()
-                    if d.health == "unhealthy"}  # fmt: skip
+            out = {}
+            for n, d in self.truth.read().devices.items():
+                critical = [x for x in d.xids if x not in skip_xids]
+                if d.lost:
+                    out[n] = d.health_message or "GPU is lost: it has fallen off the bus"
+                elif critical:
+                    out[n] = d.health_message or f"Xid {critical[-1]}"
+                elif d.ecc_uncorrected:
+                    out[n] = d.health_message or f"{d.ecc_uncorrected} uncorrectable ECC error(s)"
+                elif d.health == "unhealthy":
+                    out[n] = d.health_message or "unhealthy"
+            return out
 
-        return dict(self._health.get(None, (self.truth.path,), read))
+        return dict(self._health.get(skip_xids, (self.truth.path,), read))
+
+    def xid_events(self, device: str) -> tuple[int, ...]:
+        """The Xid errors ``device`` raised since its repair (``nvmlEventSetWait`` with
+        ``nvmlEventTypeXidCriticalError``, all of them kept)."""
+        return self._record(device).xids
+
+    def ecc_uncorrected(self, device: str) -> int:
+        """``nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC)``."""
+        return self._record(device).ecc_uncorrected
+
+    def _record(self, device: str) -> DeviceRecord:
+        rec = self.truth.read().devices.get(device)
+        if rec is None:
+            raise NvmlError(f"{device}: not found (NVML_ERROR_NOT_FOUND)")
+        if rec.lost:
+            raise NvmlError(f"{device}: GPU is lost (NVML_ERROR_GPU_IS_LOST)")
+        return rec
 
     def reset(self, device: str) -> None:
         """Reset and drain ``device``; NvmlError when it is in use or the reset fails."""
@@ -66,12 +96,18 @@ class FakeNvml:
                                f"reset of {device} attempted while {len(rec.containers)} container(s) of "
                                f"{', '.join(pods)} run on it", rec.running_claims)  # fmt: skip
                 return f"NVML_ERROR_IN_USE: {device} has {len(rec.containers)} process(es) running"
+            if rec.lost:  # a GPU fallen off the bus answers nothing, a reset included, until it is repaired
+                message = f"reset of device {device} failed: GPU is lost (NVML_ERROR_GPU_IS_LOST)"
+                draft.put(replace(rec, reset="failed", reset_error=message))
+                return message
             if self.reset_fails(device):
                 message = f"reset of device {device} failed (injected)"
                 draft.put(replace(rec, reset="failed", reset_error=message, health="unhealthy",
                                   health_message=message))  # fmt: skip
                 return message
-            draft.put(replace(rec, reset="clean", reset_error="", used_by=(), health="healthy", health_message=""))
+            # A reset clears what the GPU raised (its Xids, its volatile ECC count) and its health.
+            draft.put(replace(rec, reset="clean", reset_error="", used_by=(), health="healthy", health_message="",
+                              xids=(), ecc_uncorrected=0))
             return ""
 
         error: str = self.truth.update(change)

@@ -5,7 +5,10 @@ the hardware is not. This module is the hardware: one file per node,
 ``<root>/<node>/devices/truth.json``, shared by the processes that touch the devices and read by
 the runner. Each device records:
 
-- ``health`` and the ``reset`` state (``clean``: reset since its last user; ``dirty``: a container
+- ``health`` (whether the hardware works) and what the hardware raised: ``xids`` (the Xid events
+  since the device was last repaired), ``eccUncorrected`` (uncorrectable ECC errors) and ``lost`` (fallen
+  off the bus: NVML cannot reach it);
+- the ``reset`` state (``clean``: reset since its last user; ``dirty``: a container
   used it and no reset followed; ``failed``: the last reset failed) with the claims that used it
   since the last reset (``usedBy``);
 - the ``containers`` running on it (pod, claim, process id, memory in use);
@@ -55,6 +58,10 @@ __all__ = [
     "Incident",
     "NodeTruth",
     "DeviceTruth",
+    "HardwareFault",
+    "HardwareFaultKind",
+    "HARDWARE_FAULTS",
+    "APPLICATION_XIDS",
     "truth_dir",
     "installed_devices",
     "quantity_bytes",
@@ -73,6 +80,52 @@ IncidentKind = Literal[
     "unhealthy-in-use",  # a container started on a device whose last reset failed, or that is unhealthy
     "unshared-pods",  # containers of several pods on one device with no sharing set up on it
 ]
+
+
+HardwareFaultKind = Literal["fallen-off-bus", "ecc", "xid"]
+HARDWARE_FAULTS: Mapping[str, str] = {
+    "fallen-off-bus": "the GPU falls off the bus (Xid 79): NVML can no longer reach it",
+    "ecc": "an uncorrectable (double-bit) ECC error in the GPU's memory (Xid 48)",
+    "xid": "the GPU raises the given Xid error",
+}
+"""The failures a fake node's hardware can raise (the ``device-failure`` fault's ``kind``)."""
+
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68})
+"""Xid errors caused by the application, after which the GPU still works: Graphics Engine Exception (13),
+GPU memory page fault (31), GPU stopped processing (43), preemptive cleanup after earlier errors (45),
+video processor exception (68). NVIDIA's device plugin skips exactly these in its health check
+(NVIDIA/k8s-device-plugin, internal/rm/health.go, ``applicationErrorXids``; the meanings are NVIDIA's Xid
+catalogue, docs.nvidia.com/deploy/xid-errors). Any other Xid leaves the GPU in doubt: a health check
+reports it unhealthy."""
+
+
+@dataclass(frozen=True)
+class HardwareFault:
+    """What the hardware of one device raises: the device truth records it, NVML reports it."""
+
+    kind: HardwareFaultKind
+    xid: int
+    message: str
+
+    @property
+    def breaks(self) -> bool:
+        """Whether the device no longer works (an application's Xid leaves it working)."""
+        return self.kind != "xid" or self.xid not in APPLICATION_XIDS
+
+    @classmethod
+    def of(cls, kind: HardwareFaultKind, xid: int | None = None, message: str | None = None) -> HardwareFault:
+        """The fault of ``kind``: fallen off the bus is Xid 79, an uncorrectable ECC error Xid 48 (a
+        double-bit error), ``xid`` the given one (required)."""
+        if kind == "xid":
+            if xid is None:
+                raise HarnessError("a hardware fault of kind xid needs its Xid number")
+            code = xid
+            default = f"Xid {xid}" + (" (an application error: the GPU still works)" if xid in APPLICATION_XIDS else "")
+        else:
+            code = 79 if kind == "fallen-off-bus" else 48
+            default = ("Xid 79: GPU has fallen off the bus" if kind == "fallen-off-bus"
+                       else "Xid 48: uncorrectable (double-bit) ECC error")
+        return cls(kind, code, message or default)
 
 
 def truth_dir(root: Path, node: str) -> Path:
@@ -123,6 +176,12 @@ class DeviceRecord:
     partitions: tuple[str, ...] = ()
     sharing: str | None = None
     sharing_claim: str | None = None
+    xids: tuple[int, ...] = ()
+    """The Xid errors the device raised since it was last repaired, in order."""
+    ecc_uncorrected: int = 0
+    """Uncorrectable ECC errors counted since it was last repaired (NVML's volatile count)."""
+    lost: bool = False
+    """Fallen off the bus: NVML cannot reach the device (``NVML_ERROR_GPU_IS_LOST``)."""
 
     @property
     def processes(self) -> tuple[int, ...]:
@@ -155,6 +214,9 @@ class DeviceRecord:
             ],
             "partitions": list(self.partitions),
             "sharing": {"strategy": self.sharing, "claim": self.sharing_claim} if self.sharing else None,
+            "xids": list(self.xids),
+            "eccUncorrected": self.ecc_uncorrected,
+            "lost": self.lost,
         }
 
     @classmethod
@@ -181,6 +243,9 @@ class DeviceRecord:
             partitions=tuple(d.get("partitions", ())),
             sharing=sharing.get("strategy"),
             sharing_claim=sharing.get("claim"),
+            xids=tuple(int(x) for x in d.get("xids") or ()),
+            ecc_uncorrected=int(d.get("eccUncorrected", 0)),
+            lost=bool(d.get("lost", False)),
         )
 
 
@@ -347,6 +412,30 @@ class DeviceTruth:
         def change(draft: _Draft) -> None:
             rec = draft.get(device)
             draft.put(_replace(rec, health="unhealthy" if message else "healthy", health_message=message or ""))
+
+        self.update(change)
+
+    def raise_fault(self, device: str, fault: HardwareFault) -> None:
+        """The hardware of ``device`` raises ``fault``: its Xid is recorded (an ECC error counted, a fallen
+        GPU marked lost), and unless it is an application's Xid the device no longer works."""
+
+        def change(draft: _Draft) -> None:
+            rec = draft.get(device)
+            broken = fault.breaks or rec.health == "unhealthy"
+            draft.put(_replace(rec, xids=(*rec.xids, fault.xid)[-32:],
+                               ecc_uncorrected=rec.ecc_uncorrected + (fault.kind == "ecc"),
+                               lost=rec.lost or fault.kind == "fallen-off-bus",
+                               health="unhealthy" if broken else "healthy",
+                               health_message=fault.message if fault.breaks else rec.health_message))
+
+        self.update(change)
+
+    def repair(self, device: str) -> None:
+        """The device is repaired (replaced, or the node rebooted): healthy, no Xid, no ECC count, reachable."""
+
+        def change(draft: _Draft) -> None:
+            draft.put(_replace(draft.get(device), health="healthy", health_message="", xids=(), ecc_uncorrected=0,
+                               lost=False))
 
         self.update(change)
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.paths import NodeDirs
 
-from ..devices.truth import DeviceTruth
+from ..devices.truth import DeviceTruth, HardwareFault
 from draguard.harness.driver import fault_control as faults
 from draguard.harness.driver.fault_control import CrashPoint
 from ..fleet.base import DriverControl, Fleet
@@ -139,6 +139,11 @@ class FakeDriverControl:
         """The driver's plugin sockets (its DRA service and its registration), wherever it serves them."""
         dirs, driver = self._proc.dirs, self._proc.driver
         return [dirs.dra_socket(driver), dirs.registration_socket(driver)]
+
+    @property
+    def checkpoint(self) -> Path:
+        """The driver's checkpoint file."""
+        return self._proc.dirs.plugin_dir(self._proc.driver) / "checkpoint.json"
 
     def _journal_pid(self, what: str) -> None:
         if self._proc.pid:
@@ -275,15 +280,15 @@ class StepContext:
         """The directories of draguard's node ``node`` on this machine: its CDI specs, device truth and agent files."""
         return NodeDirs(self._run.node_root, node)
 
-    def fail_device(self, node: str, device: str, message: str) -> None:
-        """The hardware of a fake node fails ``device`` (its device truth turns unhealthy, as NVML would
-        report after an XID error); repaired at the start of cleanup. A driver learns of it only through
-        its own health check."""
+    def fail_device(self, node: str, device: str, fault: HardwareFault) -> None:
+        """The hardware of a fake node raises ``fault`` on ``device`` (recorded in its device truth, reported
+        through NVML); repaired at the start of cleanup. A driver learns of it only through its own health
+        check."""
         self.require_devices(node, [device])
         truth = DeviceTruth(self._run.node_root, node)
         self.before(UndoAction("none", {"why": "the device truth lives under the run's node root, removed at teardown"}))
-        truth.set_health(device, message)
-        self.on_undo(functools.partial(truth.set_health, device, None), until_cleanup=True)
+        truth.raise_fault(device, fault)
+        self.on_undo(functools.partial(truth.repair, device), until_cleanup=True)
 
     def require_devices(self, node: str, devices: list[str]) -> None:
         """A clear error unless the hardware of fake node ``node`` (its device truth) has every one of ``devices``."""

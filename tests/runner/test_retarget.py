@@ -49,6 +49,10 @@ CASES: dict[str, tuple[str | None, ...]] = {
     # the fake driver's faults
     "crash-during-prepare-force-delete": ("step 0-driver-crash (driver-crash) " + FAKE_FAULT,),
     "device-failure-correct-driver": ("step fail (device-failure) " + FAKE_FAULT,),
+    "node-reboot-correct-driver": ("step reboot (node-reboot) " + FAKE_FAULT,),
+    "node-reboot-cdi-not-recreated": (MUTANT + " 'cdi-not-recreated'", "step reboot (node-reboot) " + FAKE_FAULT),
+    "gpu-faults-correct-driver": ("step off-bus (device-failure) " + FAKE_FAULT,),
+    "gpu-faults-silent-health": (MUTANT + " 'silent-health'", "step off-bus (device-failure) " + FAKE_FAULT),
     "driver-crash-before-prepare-reply": ("step 0-driver-crash (driver-crash) " + FAKE_FAULT,),
     "driver-down-until-cleanup": ("step 0-driver-down (driver-down) " + NO_DAEMONSET,),
     "driver-restart-mid-gang": ("step 0-driver-restart (driver-restart) " + NO_DAEMONSET,),
