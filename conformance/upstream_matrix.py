@@ -210,12 +210,14 @@ def caught(record: dict[str, Any], baseline: dict[str, Any], suite: str, without
     found = []
     for name, s in sorted(((record.get("library") or {}).get("scenarios") or {}).items()):
         b = base.get(name) or {}
-        if s["outcome"] == "not-applicable" or b.get("outcome") not in ("met", None):
-            continue  # a scenario the released driver fails tells nothing about the variant
-        unmet = [v for v in s.get("unmet") or () if v not in left_out and v not in (b.get("violated") or ())]
-        other = [*(s.get("failedSteps") or ()), *(s.get("unmetExpectations") or ())]
-        other += [f"error: {s['error']}"[:120]] if s.get("error") else []
-        if s["outcome"] != "met" and (unmet or other):
+        if s["outcome"] in ("met", "not-applicable") or b.get("outcome") in ("not-applicable", None):
+            continue
+        # What the released driver fails too (a scenario it does not meet) tells nothing about the variant.
+        unmet = [v for v in s.get("unmet") or () if v not in left_out and v not in (b.get("unmet") or ())]
+        seen = {*(b.get("failedSteps") or ()), *(b.get("unmetExpectations") or ())}
+        other = [x for x in (*(s.get("failedSteps") or ()), *(s.get("unmetExpectations") or ())) if x not in seen]
+        other += [f"error: {s['error']}"[:120]] if s.get("error") and not b.get("error") else []
+        if unmet or other:
             found.append(f"{name} ({', '.join([*unmet, *other])})")
     return found
 

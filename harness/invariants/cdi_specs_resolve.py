@@ -38,7 +38,7 @@ _Key = tuple[str, str, str]
 
 
 def _ids(answer: tuple[PreparedDevice, ...]) -> list[str]:
-    return [i for d in answer for i in d.cdi_ids]
+    return list(dict.fromkeys(i for d in answer for i in d.cdi_ids))
 
 
 def _ended(call: DriverCall) -> float:

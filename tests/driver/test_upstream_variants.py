@@ -105,7 +105,7 @@ def test_a_suite_catches_a_variant_only_by_what_the_released_driver_does_not_fai
         base = {"violated": [], "unmet": [], "failedSteps": [], "unmetExpectations": [], "error": None}
         return {"library": {"scenarios": {k: {**base, **v} for k, v in scenarios.items()}}}
 
-    released = {"sanity": {"checks": {"a": "failed", "b": "passed"}},
+    released = {"sanity": {"checks": {"a": "failed", "b": "passed"}},  # s2: not met on the released driver too
                 **lib(s1={"outcome": "met"}, s2={"outcome": "not-met", "violated": ["no-leak"], "unmet": ["no-leak"]},
                       s3={"outcome": "met"}, s4={"outcome": "not-applicable"})}
     variant = {"sanity": {"checks": {"a": "failed", "b": "error"}},
@@ -117,3 +117,6 @@ def test_a_suite_catches_a_variant_only_by_what_the_released_driver_does_not_fai
     assert caught(released, released, "sanity") == []
     assert caught(variant, released, "library") == ["s1 (lock-free-handlers)", "s3 (progress next Running)"]
     assert caught(variant, released, "library", without=["lock-free-handlers"]) == ["s3 (progress next Running)"]
+    worse = {**lib(s2={"outcome": "not-met", "violated": ["no-leak", "unprepare-unknown"],
+                       "unmet": ["no-leak", "unprepare-unknown"]})}
+    assert caught(worse, released, "library") == ["s2 (unprepare-unknown)"], "more than the released driver fails"
