@@ -6,7 +6,7 @@ changes anything, and says what it did with ``ctx.note(...)``. Importing this pa
 of them; the scenario loader then validates each step's ``params`` against the fault's model.
 
     arrive, preempt, evict, force-delete, drain-node, node-loss, node-restart, node-reboot, driver-restart, driver-down,
-    driver-crash, reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
+    driver-crash, checkpoint-corrupt, reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
     scheduler-restart, controller-manager-restart, apiserver-restart
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from draguard.chaos import (  # noqa: F401  (each module registers itself)
     arrive,
+    checkpoint_corrupt,
     component_restart,
     device_failure,
     device_taint,

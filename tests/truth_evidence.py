@@ -9,6 +9,7 @@ EVIDENCE: dict[str, list[tuple[str, str]]] = {
     "reset-leak-forget-before-reset": [("no-leak", "its last reset failed"), ("no-leak", "(device truth)")],
     "incomplete-cdi-spec": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
     "node-reboot-cdi-not-recreated": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
+    "checkpoint-corrupt-discarded": [("no-leak", "no reset followed (device truth)")],
     "double-allocation-handoff": [
         ("no-double-allocation", "prepared for 2 claims"),
         ("no-leak", "no reset followed (device truth)"),
@@ -35,6 +36,9 @@ PROGRESS: dict[str, list[tuple[str, str, str]]] = {
     "device-failure-correct-driver": [("Pod", "infer-0", "Running")],
     "gpu-faults-correct-driver": [("Pod", "infer-0", "Running")],
     "failing-claim-does-not-strand-batch": [("Pod", "next-0", "Running")],
+    "checkpoint-corrupt-correct-driver": [("Event", "first-0-gpus", "CheckpointCorrupted: gpu.draguard.dev on gpu-node-0: "
+                                                                   "checkpoint was damaged"), ("Pod", "second-0", "Running")],
+    "checkpoint-corrupt-discarded": [("Pod", "second-0", "Running")],
 }
 
 

@@ -31,6 +31,7 @@ FLAGS = (
     "silent_health",
     "keep_sharing_state",
     "cdi_not_recreated",
+    "discard_corrupt_checkpoint",
 )
 
 
@@ -52,6 +53,7 @@ class Mutant:
     silent_health: ClassVar[bool] = False
     keep_sharing_state: ClassVar[bool] = False
     cdi_not_recreated: ClassVar[bool] = False
+    discard_corrupt_checkpoint: ClassVar[bool] = False
 
     @classmethod
     def describe(cls) -> str:
@@ -277,3 +279,19 @@ class CdiNotRecreated(Mutant):
     """
 
     cdi_not_recreated = True
+
+
+@mutant(
+    "discard-corrupt-checkpoint",
+    upstream="kubernetes-sigs/dra-driver-nvidia-gpu#1100 (a corrupted checkpoint; PR #1259 starts afresh "
+    "and reports it with a CheckpointCorrupted event)",
+)
+class DiscardCorruptCheckpoint(Mutant):
+    """A damaged checkpoint is thrown away in silence: the driver starts with every device free.
+
+    The claims it had prepared are forgotten without a word: their unprepare is "unknown claim,
+    nothing to do", so their devices are never reset, and a device still in use is handed to the next
+    claim as free.
+    """
+
+    discard_corrupt_checkpoint = True

@@ -31,12 +31,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .. import cdi
 from ..devices.nvml import SHARING_STRATEGIES, FakeNvml, NvmlError
@@ -48,6 +49,7 @@ from draguard.harness.driver.fault_control import FaultControl
 from .mutants import Mutant
 from .state import (
     Checkpoint,
+    CheckpointDamaged,
     ClaimRecord,
     ClaimState,
     DeviceRecord,
@@ -56,15 +58,25 @@ from .state import (
 )
 from .topology import DeviceInfo, Inventory
 
-__all__ = ["ClaimReader", "KubeClaims", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError", "BatchAborted"]
+__all__ = ["ClaimReader", "ClaimRecovery", "KubeClaims", "CHECKPOINT_CORRUPTED", "PrepareResult", "DeviceHealth", "FakeDriver", "ClaimError", "BatchAborted"]
 
 
 class ClaimReader(Protocol):
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
+@runtime_checkable
+class ClaimRecovery(Protocol):
+    """What a driver needs of the API to rebuild its books when its checkpoint is damaged: every claim,
+    and a way to say so on a claim."""
+
+    def list_claims(self) -> list[dict[str, Any]]: ...
+
+    def warn(self, claim: dict[str, Any], reason: str, message: str, source: str) -> None: ...
+
+
 class KubeClaims:
-    """Reads ResourceClaims from the API server."""
+    """Reads ResourceClaims from the API server, and records Warning events on them."""
 
     def __init__(self, kube: Any) -> None:
         self.kube = kube
@@ -72,6 +84,23 @@ class KubeClaims:
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         obj: dict[str, Any] | None = self.kube.get("ResourceClaim", name, namespace)
         return obj
+
+    def list_claims(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.kube.items("ResourceClaim")
+        return items
+
+    def warn(self, claim: dict[str, Any], reason: str, message: str, source: str) -> None:
+        md = claim["metadata"]
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.kube.create({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{md['name']}.", "namespace": md["namespace"]},
+            "involvedObject": {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "name": md["name"],
+                               "namespace": md["namespace"], "uid": md["uid"]},
+            "reason": reason, "message": message[:1024], "type": "Warning", "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now,
+            "source": {"component": source}, "reportingComponent": source,
+        })  # fmt: skip
 
 
 @dataclass
@@ -85,6 +114,11 @@ class DeviceHealth:
     device: str
     healthy: bool
     message: str = ""
+
+
+CHECKPOINT_CORRUPTED = "CheckpointCorrupted"
+"""The reason of the Warning event on each claim rebuilt from the API after the checkpoint was found damaged
+(the reason kubernetes-sigs/dra-driver-nvidia-gpu PR #1259 gives its event, for issue #1100)."""
 
 
 class ClaimError(Exception):
@@ -133,7 +167,10 @@ class FakeDriver:
         self.checkpoint_path = self.plugin_dir / "checkpoint.json"
         cleanup_temporaries(self.plugin_dir, "checkpoint.json.")
         cleanup_temporaries(self.cdi_dir, f"{driver}-")
-        self.cp = Checkpoint.load(self.checkpoint_path, driver, node)
+        try:
+            self.cp = Checkpoint.load(self.checkpoint_path, driver, node)
+        except CheckpointDamaged as exc:
+            self.cp = self._recover(exc)
         unknown = sorted(set(self.cp.devices) - set(inventory.names))
         if unknown:
             self.log.warning("checkpoint names devices the topology does not publish: %s", ", ".join(unknown))
@@ -150,6 +187,68 @@ class FakeDriver:
             len(self.cp.claims),
             sum(1 for r in self.cp.devices.values() if r.state is not DeviceState.FREE),
         )
+
+    # -- a damaged checkpoint -------------------------------------------------------------------
+    def _recover(self, damage: CheckpointDamaged) -> Checkpoint:
+        """Start from a damaged checkpoint: neither refuse to start nor forget a prepared claim silently.
+
+        A driver that fails on it crash-loops before it can report why (kubernetes-sigs/dra-driver-nvidia-gpu
+        #1100). This one keeps the damaged file beside the checkpoint for whoever investigates, rebuilds its
+        books from the API (every claim allocated devices of this driver from this node's pool is held
+        prepared, with the same CDI IDs and its CDI spec written again if it is gone), saves them, and
+        records a Warning event ``CheckpointCorrupted`` on each rebuilt claim. Reading the claims comes
+        first: when the API cannot answer, the driver fails to start and the damaged file stays in place
+        for the next start; the copy is made before the rebuilt checkpoint replaces it. The discard-corrupt-checkpoint mutant starts with every device free and
+        says nothing.
+        """
+        reader = self.claims if isinstance(self.claims, ClaimRecovery) else None
+        objs = reader.list_claims() if reader is not None and not self.mutant.discard_corrupt_checkpoint else []
+        aside = self.checkpoint_path.with_name(f"checkpoint.json.damaged-{time.time_ns()}")
+        shutil.copyfile(self.checkpoint_path, aside)  # replaced below, atomically: a crash meanwhile recovers again
+        cp = Checkpoint(driver=self.driver, node=self.node)
+        rebuilt = []
+        for obj in objs:
+            rec = self._rebuilt(obj, cp)
+            if rec is not None:
+                rebuilt.append((obj, rec))
+        cp.save(self.checkpoint_path)
+        if self.mutant.discard_corrupt_checkpoint:
+            self.log.info("checkpoint unreadable; starting with every device free")
+            return cp
+        self.log.error("%s; moved to %s; %d claim(s) rebuilt from the API: %s", damage, aside.name, len(rebuilt),
+                       ", ".join(f"{r.namespace}/{r.name}" for _, r in rebuilt) or "none")  # fmt: skip
+        for obj, rec in rebuilt:
+            message = (f"{self.driver} on {self.node}: checkpoint was damaged; this claim's prepared devices "
+                       f"({', '.join(d.device for d in rec.devices)}) were rebuilt from its allocation; the damaged file "
+                       f"is kept as {aside.name} ({damage.__cause__ or damage})")
+            try:
+                assert reader is not None
+                reader.warn(obj, CHECKPOINT_CORRUPTED, message, self.driver)
+            except Exception as exc:  # the books are rebuilt either way; the log says what happened
+                self.log.warning("could not record the %s event on %s/%s: %s", CHECKPOINT_CORRUPTED, rec.namespace,
+                                 rec.name, exc)  # fmt: skip
+        return cp
+
+    def _rebuilt(self, obj: dict[str, Any], cp: Checkpoint) -> ClaimRecord | None:
+        """The record of one claim allocated from this node's pool, put into ``cp`` with its devices held;
+        None for a claim of other drivers or nodes, or not allocated."""
+        md = obj.get("metadata") or {}
+        allocation = (obj.get("status") or {}).get("allocation") or {}
+        results = [r for r in (allocation.get("devices") or {}).get("results") or []
+                   if r.get("driver") == self.driver and r.get("pool") == self.node]  # fmt: skip
+        allocated = [(r, info) for r in results if (info := self.inventory.get(str(r.get("device")))) is not None]
+        if not allocated or not md.get("uid"):
+            return None
+        uid = str(md["uid"])
+        devices = [PreparedDevice([str(r.get("request", ""))], self.node, info.name,
+                                  [cdi.claim_device_id(self.driver, uid, info.name)]) for r, info in allocated]  # fmt: skip
+        rec = ClaimRecord(uid, str(md.get("namespace", "")), str(md.get("name", "")), ClaimState.PREPARE_COMPLETED, devices)
+        cp.claims[uid] = rec
+        for r, info in allocated:
+            if not (r.get("adminAccess") or info.allow_multiple):
+                cp.devices[info.name] = DeviceRecord(DeviceState.PREPARED, uid)
+        self._ensure_cdi(ClaimRef(namespace=rec.namespace, name=rec.name, uid=uid), rec)
+        return rec
 
     # -- helpers --------------------------------------------------------------------------------
     def _crash(self, point: str) -> None:

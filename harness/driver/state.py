@@ -34,6 +34,7 @@ __all__ = [
     "DeviceRecord",
     "Checkpoint",
     "CHECKPOINT_VERSION",
+    "CheckpointDamaged",
     "checkpoint_path",
     "read_checkpoint",
 ]
@@ -96,6 +97,10 @@ class DeviceRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state.value, "claim": self.claim, "message": self.message}
+
+
+class CheckpointDamaged(HarnessError):
+    """The checkpoint file exists and was read, but is not a checkpoint (truncated, garbled, another version)."""
 
 
 @dataclass
@@ -173,7 +178,7 @@ class Checkpoint:
         try:
             return cls.from_json(jsonfast.loads(raw))
         except (ValueError, KeyError, TypeError) as exc:
-            raise HarnessError(
+            raise CheckpointDamaged(
                 f"{path}: checkpoint is damaged ({exc}); move it away to start with every device free"
             ) from exc
 

@@ -36,6 +36,7 @@ EXPECTED = {
     "silent-health",
     "leave-sharing-state",
     "cdi-not-recreated",
+    "discard-corrupt-checkpoint",
 }
 
 
@@ -54,7 +55,7 @@ def test_the_correct_driver_switches_no_flag() -> None:
 
 
 def test_an_unknown_mutant_name_is_a_usage_error_listing_the_known_ones() -> None:
-    with pytest.raises(UsageError, match="'forget-after-reset': no such mutant; known: batch-abort-on-error, cdi-not-recreated, double-allocation"):
+    with pytest.raises(UsageError, match="'forget-after-reset': no such mutant; known: batch-abort-on-error, cdi-not-recreated, discard-corrupt-checkpoint, double-allocation"):
         get_mutant("forget-after-reset")
 
 

@@ -46,6 +46,7 @@ ON_KUBELET = [
     "slow-reset-does-not-block-prepare", "failing-claim-does-not-strand-batch", "shared-claim-no-strategy",
     "control-plane-restarts", "driver-down-until-cleanup", "driver-restart-under-churn", "gang-deadlock-gang-scheduling",
     "node-reboot-cdi-not-recreated", "node-reboot-correct-driver",
+    "checkpoint-corrupt-correct-driver", "checkpoint-corrupt-discarded",
     "gpu-faults-correct-driver", "gpu-faults-silent-health",
 ]  # fmt: skip
 
