@@ -13,8 +13,10 @@ them, with how much of the requirement they cover. ``render`` writes ``ai-confor
 those requirements of the checklist for the cluster's release, each with the status the run's checks
 support, links ``file://vX.Y/<product>/junit_01.xml#<check id>`` to the testcases that ran (the
 bundle's root is the submission folder) and notes saying what was seen, what draguard does not
-check, and why a requirement does not apply. ``verify`` checks the links resolve inside the bundle,
-recomputes each status from ``junit_01.xml`` and names every requirement a failed check leaves unmet.
+check, and why a requirement does not apply. ``verify`` checks that each DRA-related requirement of
+the checklist is there with the checklist's id, description and level, that the links resolve inside
+the bundle (in its own submission folder), that each status is one ``junit_01.xml`` supports, and
+names every requirement a failed check leaves unmet, linked or not.
 docs/ai-conformance.md is the table of this map (tests/certify keeps it true).
 """
 
@@ -257,15 +259,6 @@ def _dump(data: Mapping[str, Any], header: str) -> str:
     return header + buf.getvalue()
 
 
-def _entries(data: Any) -> list[dict[str, Any]]:
-    if not isinstance(data, Mapping):
-        return []
-    spec = data.get("spec")
-    found = [e for items in (spec.values() if isinstance(spec, Mapping) else ()) if isinstance(items, list) for e in items if isinstance(e, Mapping)]
-    found += [e for e in data.get("outsideChecklist") or () if isinstance(e, Mapping)]
-    return [dict(e) for e in found]
-
-
 @PROGRAMMES.register("ai-conformance", summary="CNCF Kubernetes AI Conformance: a PRODUCT.yaml fragment with evidence",
                      source="https://github.com/cncf/k8s-ai-conformance")
 class AiConformance:
@@ -298,12 +291,19 @@ class AiConformance:
             v.problems.append(f"{FRAGMENT}: kubernetesVersion {checklist!r} is not the checklist of the run's "
                               f"Kubernetes {wanted} ({checklist_for(wanted)})")
         known = {r.id: r for r in REQUIREMENTS}
-        for entry in _entries(data):
+        folder = f"{checklist}/{product_dir(view.yaml('PRODUCT.yaml') or {})}"
+        placed = self._placed(data)
+        if checklist in CHECKLISTS:
+            self._as_the_checklist_says(checklist, placed, v)
+        for where, entry in placed:
             rid = str(entry.get("id"))
             level = str(entry.get("level"))
-            linked = [self._resolve(view, str(link), rid, v) for link in entry.get("evidence") or ()]
+            linked = [self._resolve(view, str(link), rid, folder, v) for link in entry.get("evidence") or ()]
             tested = [cases[name] for name in linked if name is not None and name in cases]
-            failed = [c for c in tested if c.status in ("failed", "error")]
+            req = known.get(rid)
+            # A check of the requirement that failed leaves it unmet whether or not the entry links it.
+            own = [cases[cid] for cid in (req.checks if req else ()) if cid in cases and cid not in linked]
+            failed = [c for c in tested + own if c.status in ("failed", "error")]
             status = str(entry.get("status") or "")
             if failed:
                 v.requirements.append(f"{rid} ({level}): not met: " + "; ".join(
@@ -311,10 +311,12 @@ class AiConformance:
                 if status != "Not Implemented":
                     v.problems.append(f"{FRAGMENT}: {rid} says {status!r} but its evidence {failed[0].name} "
                                       f"{failed[0].status}")
+                unlinked = [c.name for c in failed if c.name not in linked]
+                if unlinked:
+                    v.problems.append(f"{FRAGMENT}: {rid} does not link its failed check(s) {', '.join(unlinked)}")
             elif status in ("Implemented", "Partially Implemented"):
                 if not any(c.status == "passed" for c in tested):
                     v.problems.append(f"{FRAGMENT}: {rid} says {status!r} but links no passing testcase")
-                req = known.get(rid)
                 if status == "Implemented" and req is not None and req.coverage != "full":
                     v.problems.append(f"{FRAGMENT}: {rid} says 'Implemented' but draguard covers it partly: {req.gap}")
             elif status == "Not Implemented":
@@ -323,13 +325,55 @@ class AiConformance:
                 v.problems.append(f"{FRAGMENT}: {rid} is N/A without notes saying why")
 
     @staticmethod
-    def _resolve(view: BundleView, link: str, rid: str, v: Verification) -> str | None:
-        """The testcase a link names (None for a file link without one); a problem when it does not resolve."""
-        m = re.fullmatch(r"file://(?:v\d+\.\d+/[^/#]+/)?([^#]+)(?:#(.+))?", link)
+    def _placed(data: Any) -> list[tuple[str, dict[str, Any]]]:
+        """The fragment's entries with where each stands: ``spec`` or ``outsideChecklist``."""
+        spec = data.get("spec") if isinstance(data, Mapping) else None
+        out = [("spec", dict(e)) for items in (spec.values() if isinstance(spec, Mapping) else ())
+               if isinstance(items, list) for e in items if isinstance(e, Mapping)]
+        outside = data.get("outsideChecklist") if isinstance(data, Mapping) else None
+        out += [("outsideChecklist", dict(e)) for e in outside or () if isinstance(e, Mapping)]
+        return out
+
+    @staticmethod
+    def _as_the_checklist_says(checklist: str, placed: list[tuple[str, dict[str, Any]]], v: Verification) -> None:
+        """Each DRA-related requirement of the checklist is there, in its place, with the checklist's ``id``,
+        ``description`` and ``level`` (submitted unchanged: a MUST shown as a SHOULD would hide it)."""
+        entries = {str(e.get("id")): (where, e) for where, e in placed}
+        for req in REQUIREMENTS:
+            level = req.level(checklist)
+            want = "spec" if level is not None else "outsideChecklist" if req.off_checklist else None
+            if want is None:
+                continue
+            said = f"the {checklist} checklist says"
+            if level is None:
+                last = max(req.levels, key=lambda r: tuple(int(x) for x in r[1:].split(".")))
+                level, said = req.levels[last], f"its last checklist ({last}) says"
+            if req.id not in entries:
+                v.problems.append(f"{FRAGMENT}: {req.id} ({level} on the {checklist} checklist) is missing")
+                continue
+            where, entry = entries[req.id]
+            if where != want:
+                v.problems.append(f"{FRAGMENT}: {req.id} is under {where}, but the {checklist} checklist "
+                                  f"{'lists' if want == 'spec' else 'does not list'} it")
+            if str(entry.get("level")) != level:
+                v.problems.append(f"{FRAGMENT}: {req.id} says level {entry.get('level')!r}; {said} {level!r}")
+            if " ".join(str(entry.get("description") or "").split()) != " ".join(req.description.split()):
+                v.problems.append(f"{FRAGMENT}: {req.id}'s description is not the checklist's (the programme "
+                                  "takes it unchanged)")
+
+    @staticmethod
+    def _resolve(view: BundleView, link: str, rid: str, folder: str, v: Verification) -> str | None:
+        """The testcase a link names (None for a file link without one); a problem when it does not resolve
+        (a link into another submission folder than ``folder``, the bundle's ``vX.Y/<product>``, included)."""
+        m = re.fullmatch(r"file://(?:(v\d+\.\d+/[^/#]+)/)?([^#]+)(?:#(.+))?", link)
         if m is None:
             v.problems.append(f"{FRAGMENT}: {rid}: evidence link {link!r} is not file://<path>[#<testcase>]")
             return None
-        path, case = m.group(1), m.group(2)
+        prefix, path, case = m.group(1), m.group(2), m.group(3)
+        if prefix is not None and prefix != folder:
+            v.problems.append(f"{FRAGMENT}: {rid}: evidence link {link!r} names the submission folder {prefix}/, "
+                              f"not this bundle's {folder}/")
+            return None
         target = (view.root / path).resolve()
         if view.root.resolve() not in target.parents or not target.is_file():
             v.problems.append(f"{FRAGMENT}: {rid}: evidence link {link!r} names no file of the bundle")

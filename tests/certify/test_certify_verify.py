@@ -48,6 +48,28 @@ def _bundle(tmp_path: Path, failing: str | None = None) -> Path:
     return out
 
 
+def _drop_entry(path: Path, rid: str) -> None:
+    yaml = YAML()
+    data = yaml.load(path.read_text())
+    for items in data["spec"].values():
+        items[:] = [e for e in items if e["id"] != rid]
+    with path.open("w") as f:
+        yaml.dump(data, f)
+
+
+def _edit_entry(path: Path, rid: str, **fields: object) -> None:
+    yaml = YAML()
+    data = yaml.load(path.read_text())
+    (entry,) = [e for items in data["spec"].values() for e in items if e["id"] == rid]
+    for key, value in fields.items():
+        if callable(value):
+            entry[key] = value(entry[key])
+        else:
+            entry[key] = value
+    with path.open("w") as f:
+        yaml.dump(data, f)
+
+
 def _resign(out: Path) -> None:
     files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != MANIFEST)
     (out / MANIFEST).write_text("".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(out).as_posix()}\n"
@@ -92,6 +114,19 @@ EDITS = {
                               "README.md: empty (a conformance submission's README.md must not be)"),
     "drop a required file": (lambda out: (out / "junit_01.xml").unlink(),
                              "junit_01.xml: missing (a conformance submission must have it)"),
+    "downgrade a MUST to a SHOULD": (
+        lambda out: _edit_entry(out / FRAGMENT, "gang_scheduling", level="SHOULD", status="N/A"),
+        f"{FRAGMENT}: gang_scheduling says level 'SHOULD'; the v1.37 checklist says 'MUST'"),
+    "drop a requirement": (lambda out: _drop_entry(out / FRAGMENT, "secure_accelerator_access"),
+                           f"{FRAGMENT}: secure_accelerator_access (MUST on the v1.37 checklist) is missing"),
+    "reword a description": (lambda out: _edit(out / FRAGMENT, "ensures all-or-nothing scheduling",
+                                               "ensures mostly-all scheduling"),
+                             f"{FRAGMENT}: gang_scheduling's description is not the checklist's"),
+    "link another product's folder": (
+        lambda out: _edit(out / FRAGMENT, "file://v1.37/gpu-driver/junit_01.xml#conformance.gang.spread",
+                          "file://v1.37/other-driver/junit_01.xml#conformance.gang.spread"),
+        f"{FRAGMENT}: gang_scheduling: evidence link 'file://v1.37/other-driver/junit_01.xml#conformance.gang.spread' "
+        "names the submission folder v1.37/other-driver/, not this bundle's v1.37/gpu-driver/"),
     "malform an evidence link": (lambda out: _edit(out / FRAGMENT, "junit_01.xml#conformance.gang.spread",
                                                    "junit_01.xml#conformance.gang.sprawl"),
                                  f"{FRAGMENT}: gang_scheduling: evidence link 'file://v1.37/gpu-driver/junit_01.xml#conformance"
@@ -141,6 +176,22 @@ def test_a_fragment_that_claims_more_than_its_evidence_is_a_bundle_problem(tmp_p
     assert any("gang_scheduling says 'Implemented' but its evidence conformance.gang.spread failed" in p
                for p in v.problems), v.problems
     assert any(r.startswith("gang_scheduling (MUST): not met") for r in v.requirements)
+
+
+def test_a_failed_check_is_the_requirement_it_leaves_unmet_even_when_the_fragment_does_not_link_it(
+    tmp_path: Path,
+) -> None:
+    """The fragment is edited to drop the failed check's link and claim the requirement: --verify reads
+    the requirement's checks in junit_01.xml itself, so it is still unmet, and the edit is named."""
+    out = _bundle(tmp_path, failing="sanity.prepare.device-in-use")
+    _edit_entry(out / FRAGMENT, "secure_accelerator_access", status="Partially Implemented",
+                evidence=lambda links: [x for x in links if not x.endswith("#sanity.prepare.device-in-use")])
+    _resign(out)
+    v = verify(out)
+    assert any(r.startswith("secure_accelerator_access (MUST): not met: sanity.prepare.device-in-use failed")
+               for r in v.requirements), v.requirements
+    assert (f"{FRAGMENT}: secure_accelerator_access does not link its failed check(s) sanity.prepare.device-in-use"
+            in v.problems), v.problems
 
 
 def _fragment_entries(out: Path) -> dict[str, dict[str, object]]:
