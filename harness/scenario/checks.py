@@ -205,7 +205,10 @@ class _Checker:
             self.add(("spec", "cluster", "kindCluster"), "'kindCluster' needs backend: kind", on_key=True)
         if backend == "kind" and self.driver_kind == "fake":
             self.add(("spec", "cluster", "backend"), "backend kind runs a driver installed in the kind cluster "
-                     "(driver.kind: external); draguard's fake driver runs on backend local or kubeconfig")
+                     "(driver.kind: external), whose nodes are the cluster's, not this file's; for draguard's fake "
+                     "driver installed there (deploy/fake-driver.yaml) run this scenario as written for it with "
+                     "--cluster kind --driver gpu.draguard.dev --device-class draguard-fake-driver, which maps its "
+                     "nodes onto the cluster's and keeps its mutant")
         if backend != "local":
             for key in ("clientQps", "clientBurst", "maxRequestsInflight"):
                 if cluster.get(key) is not None:
