@@ -448,9 +448,10 @@ class StepResult:
 
 @dataclass
 class ExpectationResult:
-    """One ``expect`` entry beyond hold/violate: progress that must happen, evidence a violation must carry."""
+    """One ``expect`` entry beyond hold/violate: progress that must happen, an Event that must come (or
+    not), evidence a violation must carry."""
 
-    kind: Literal["progress", "evidence"]
+    kind: Literal["progress", "event", "evidence"]
     rule: str
     met: bool
     detail: str = ""

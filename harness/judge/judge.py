@@ -51,7 +51,7 @@ from ..invariants import (
 from ..proxy.recorder import driver_call
 from ..result import Evidence, ExpectationResult, InvariantResult, ScenarioResult, Status
 from ..scenario.checks import lacking
-from ..scenario.types import Condition, EvidenceRule, Progress, Scenario
+from ..scenario.types import Condition, EventExpectation, EvidenceRule, Progress, Scenario
 from .incremental import INCREMENTAL, Incremental
 from .observe import Observer, Timeline
 
@@ -371,6 +371,8 @@ class Judge:
                 result.error = f"invariant {name} could not be judged (the run stopped early)"
         for p in exp.progress:
             result.expectation_results.append(self._progress_result(p, runs))
+        for event in exp.events:
+            result.expectation_results.append(self._event_result(event))
         for rule in exp.evidence:
             found = result.invariants[rule.invariant].violations
             match = next((v for v in found if evidence_matches(rule, v, self._namespace())), None)
@@ -378,6 +380,18 @@ class Judge:
                 "evidence", rule.describe(), match is not None,
                 f"carried by: {match.message}" if match is not None
                 else f"none of its {len(found)} violation(s) names it"))
+
+    def _event_result(self, want: EventExpectation) -> ExpectationResult:
+        """Whether an Event ``want`` describes came in the run's namespace (the first one, when it must)."""
+        namespace = self._namespace()
+        for e in self.timeline.events():
+            if e.get("kind") != "Event" or e.get("namespace") != namespace:
+                continue
+            reason, _, message = str(e.get("summary", "")).partition(": ")
+            if want.matches(str(e.get("name", "")).split(".")[0], reason, message):
+                seen = f"{e['name']} at {float(e.get('t', 0.0)):.1f}s: {e.get('summary', '')}"
+                return ExpectationResult("event", want.describe(), want.seen, f"seen: {seen}")
+        return ExpectationResult("event", want.describe(), not want.seen, "never seen during the run")
 
     def _progress_result(self, p: Progress, runs: Mapping[str, StepRun]) -> ExpectationResult:
         """Whether progress ``p`` came, and in time when it names a ``within``."""

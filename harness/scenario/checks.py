@@ -618,6 +618,10 @@ class _Checker:
                 replicas = _int(_dict(self.workloads[name]).get("replicas"))
                 if count is not None and replicas is not None and count > replicas:
                     self.add(path + ("count",), f"expected at most the replicas of {name} ({replicas}), got {count}")
+        for i, raw in enumerate(_list(expect.get("events"))):
+            name = _str(_dict(raw).get("workload"))
+            if name is not None and name not in self.workloads:
+                self.add(("spec", "expect", "events", i, "workload"), self._unknown("workload", name, self.workloads))
 
     @staticmethod
     def _unknown(what: str, name: str, known: Any, hint: str = "") -> str:

@@ -208,6 +208,7 @@ def to_scenario(
             progress=tuple(t.Progress(tuple(p.workloads), p.phase, p.count, p.need,
                                       p.within.total_seconds() if p.within is not None else None, p.after)
                            for p in s.expect.progress),
+            events=tuple(t.EventExpectation(e.reason, e.message, e.workload, e.seen) for e in s.expect.events),
         ),
         timing=t.Timing(s.timing.step_tolerance, s.timing.condition_timeout, s.timing.gang_grace),
     )

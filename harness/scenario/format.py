@@ -675,6 +675,20 @@ class ProgressSpec(_Model):
     """The step (by name) the ``within`` clock starts at; needs ``within``."""
 
 
+class EventSpec(_Model):
+    """A Kubernetes Event the run must see (or, with ``seen: false``, must never see): an incident shown
+    the way the scheduler and the kubelet report it, so a reproduction tells when a release fixes it."""
+
+    reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", max_length=128)
+    """The Event's ``reason`` (``FailedScheduling``, ``FailedPrepareDynamicResources``...)."""
+    message: str | None = Field(default=None, min_length=1, max_length=160)
+    """Words its message must contain (within its first 160 characters, as the timeline keeps it)."""
+    workload: DnsLabel | None = None
+    """About a pod of this workload (default: any object of the run)."""
+    seen: bool = True
+    """``false``: such an Event must not come (an incident a release fixed)."""
+
+
 _MAX_INVARIANT_NAMES = 64  # each name at most once, and far fewer invariants exist
 
 
@@ -702,6 +716,8 @@ class ExpectSpec(_Model):
     """What a violation must name to count: the reason, not just the invariant."""
     progress: list[ProgressSpec] = Field(default=[], max_length=32)
     """Progress that must happen during the run."""
+    events: list[EventSpec] = Field(default=[], max_length=32)
+    """Kubernetes Events that must come (or must not) during the run."""
 
 
 class ScenarioSpec(_Model):

@@ -18,6 +18,7 @@ Every closed set is a ``Literal`` alias below; ``format.py`` uses the same alias
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -385,6 +386,28 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class EventExpectation:
+    """A Kubernetes Event with ``reason`` (its message containing ``message``, about a pod of
+    ``workload``) that must come during the run, or with ``seen`` False must not."""
+
+    reason: str
+    message: str | None = None
+    workload: str | None = None
+    seen: bool = True
+
+    def describe(self) -> str:
+        what = f"Event {self.reason}" + (f" '{self.message}'" if self.message else "")
+        about = f" about a pod of {self.workload}" if self.workload else ""
+        return ("" if self.seen else "no ") + what + about
+
+    def matches(self, pod: str, reason: str, message: str) -> bool:
+        """Whether an Event about object ``pod`` with ``reason`` and ``message`` is one of these."""
+        if reason != self.reason or (self.message is not None and self.message not in message):
+            return False
+        return self.workload is None or re.fullmatch(rf"{re.escape(self.workload)}-\d+", pod) is not None
+
+
+@dataclass(frozen=True, slots=True)
 class Ignore:
     """An invariant whose verdict does not count for the scenario, and why."""
 
@@ -403,6 +426,7 @@ class Expectations:
     """Invariants an incident reproduction must show violated."""
     evidence: tuple[EvidenceRule, ...] = ()
     progress: tuple[Progress, ...] = ()
+    events: tuple[EventExpectation, ...] = ()
     ignore: tuple[Ignore, ...] = ()
     unnamed: tuple[str, ...] = ()
     """Invariants the run can judge that an explicit ``hold`` leaves out (and no other list names):

@@ -47,7 +47,7 @@ ON_KUBELET = [
     "control-plane-restarts", "driver-down-until-cleanup", "driver-restart-under-churn", "gang-deadlock-gang-scheduling",
     "node-reboot-cdi-not-recreated", "node-reboot-correct-driver",
     "checkpoint-corrupt-correct-driver", "checkpoint-corrupt-discarded",
-    "gpu-faults-correct-driver", "gpu-faults-silent-health",
+    "gpu-faults-correct-driver", "gpu-faults-silent-health", "gang-shared-claim-podgroup",
 ]  # fmt: skip
 
 

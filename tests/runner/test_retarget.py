@@ -51,6 +51,10 @@ CASES: dict[str, tuple[str | None, ...]] = {
     "device-failure-correct-driver": ("step fail (device-failure) " + FAKE_FAULT,),
     "node-reboot-correct-driver": ("step reboot (node-reboot) " + FAKE_FAULT,),
     "node-reboot-cdi-not-recreated": (MUTANT + " 'cdi-not-recreated'", "step reboot (node-reboot) " + FAKE_FAULT),
+    "checkpoint-corrupt-correct-driver": ("step corrupt (checkpoint-corrupt) " + FAKE_FAULT,
+                                          "it needs 1 node(s) with exactly 2 device(s) each"),
+    "checkpoint-corrupt-discarded": (MUTANT + " 'discard-corrupt-checkpoint'",
+                                     "step corrupt (checkpoint-corrupt) " + FAKE_FAULT),
     "gpu-faults-correct-driver": ("step off-bus (device-failure) " + FAKE_FAULT,),
     "gpu-faults-silent-health": (MUTANT + " 'silent-health'", "step off-bus (device-failure) " + FAKE_FAULT),
     "driver-crash-before-prepare-reply": ("step 0-driver-crash (driver-crash) " + FAKE_FAULT,),
@@ -102,6 +106,8 @@ CASES: dict[str, tuple[str | None, ...]] = {
     "mps-shared-claim-correct-driver": ("claim ranks/shared-gpus names sharing strategy MPS as the fake driver's "
                                         "opaque configuration",),
     "shared-claim-gang": ("names sharing strategy TimeSlicing as the fake driver's opaque configuration",),
+    "gang-shared-claim-podgroup": ("names sharing strategy TimeSlicing as the fake driver's opaque configuration",
+                                   "workload ranks is a PodGroup gang; the cluster does not serve"),
     # violations only the parts left out (device truth) may show
     "shared-claim-no-strategy": ("it expects sharing-explicit violated, which on an installed driver is judged from "
                                  "the API only",),

@@ -184,6 +184,25 @@ def test_timed_progress_starts_its_clock_at_a_named_step() -> None:
     assert any("spec.expect.progress[1].after: unknown step 'nowhere'" in p for p in found), found
 
 
+def test_expected_events_name_a_reason_and_a_workload_of_the_scenario() -> None:
+    sc = parse_scenario(BASE + "    events:\n      - {workload: gang-a, reason: FailedScheduling, message: elsewhere}\n"
+                        "      - {reason: FailedPrepareDynamicResources, seen: false}\n", "s.yaml", faults=FAULTS)
+    seen, unseen = sc.expect.events
+    assert seen.describe() == "Event FailedScheduling 'elsewhere' about a pod of gang-a"
+    assert unseen.describe() == "no Event FailedPrepareDynamicResources" and not unseen.seen
+    # An Event about a member of the workload, with the reason and the words; not another workload's.
+    assert seen.matches("gang-a-1", "FailedScheduling", "claim x got allocated elsewhere in the meantime")
+    assert not seen.matches("gang-ab-1", "FailedScheduling", "got allocated elsewhere")
+    assert not seen.matches("gang-a-1", "Scheduled", "elsewhere")
+    assert not seen.matches("gang-a-1", "FailedScheduling", "no words")
+    assert unseen.matches("any-pod", "FailedPrepareDynamicResources", "whatever")
+    found = problems(BASE + "    events:\n      - {workload: gang-c, reason: FailedScheduling}\n"
+                     "      - {reason: failed scheduling}\n")
+    assert any("spec.expect.events[0].workload: unknown workload 'gang-c'" in p for p in found), found
+    assert any("spec.expect.events[1].reason: expected a string matching '^[A-Z][A-Za-z0-9]*$', got string 'failed "
+               "scheduling'" in p for p in found), found
+
+
 def test_a_fault_declaring_an_unknown_capability_is_a_definition_error() -> None:
     registry: Registry[Any] = Registry("fault")
     with pytest.raises(DefinitionError, match="needs='gpu-cluster' is not a capability"):
