@@ -12,8 +12,9 @@ Judged for any driver from the gRPC interposer's start and end times of each cal
 on one node and driver at a time, counting only the driver's own answers to calls it was sent as the node
 made them. A call B **waited** on a call A when all of these hold:
 
-- A and B name no claim in common, B started while A was in flight, and B answered after A did;
-- B spent at least :data:`MIN_WAIT` seconds in flight while A still was;
+- A and B name no claim in common, and A ran its course while B was in flight: A answered after B
+  started and before B answered (B may have been sent first and lost the race for the lock);
+- B spent at least :data:`MIN_WAIT` seconds in flight while A was;
 - B took at least :data:`MIN_WAIT` seconds longer than its method's own time on that node (the median of
   the calls of that method that overlapped no other call there; the shortest one when none did);
 - once A answered, B answered within its own time plus :data:`SLACK`: it did its work after A was done.
@@ -76,16 +77,18 @@ def waits(snapshot: Snapshot) -> list[tuple[DriverCall, DriverCall]]:
         starts = [c.time for c in calls]
         longest = max(c.duration or 0.0 for c in calls)
         own = _own_times(calls)
-        for j, b in enumerate(calls):
+        for b in calls:
             assert b.duration is not None and b.end is not None
             if b.duration < own[b.method] + MIN_WAIT:
                 continue
             mine = {uid for _, _, uid in b.claims}
             best: DriverCall | None = None
-            for a in calls[bisect_left(starts, b.time - longest):j]:
+            for a in calls[bisect_left(starts, b.time - longest):]:
                 a_end = a.end
                 assert a_end is not None
-                if (not a.time < b.time < a_end <= b.end or a_end - b.time < MIN_WAIT
+                if a.time >= b.end:
+                    break
+                if (a is b or not b.time < a_end <= b.end or a_end - max(a.time, b.time) < MIN_WAIT
                         or b.end - a_end > own[b.method] + SLACK or mine & {uid for _, _, uid in a.claims}):
                     continue
                 if best is None or a_end > (best.end or 0.0):
@@ -107,8 +110,8 @@ def check(snapshot: Snapshot) -> list[Violation]:
         assert a.end is not None and b.end is not None and b.duration is not None
         claims = tuple(f"ResourceClaim/{ns}/{name}" for ns, name, _ in (*b.claims, *a.claims))
         out.append(Violation(
-            NAME, f"{b.driver} on {b.node}: {b.method} of {_about(b)} started at {b.time:.1f}s while {a.method} of "
-            f"{_about(a)} was in flight, waited {a.end - b.time:.1f}s for it and answered {b.end - a.end:.2f}s after it "
+            NAME, f"{b.driver} on {b.node}: {b.method} of {_about(b)} was in flight from {b.time:.1f}s while {a.method} of "
+            f"{_about(a)} ran, waited {a.end - max(a.time, b.time):.1f}s for it and answered {b.end - a.end:.2f}s after it "
             f"({b.duration:.1f}s in all): the driver handled them one at a time",
             tuple(dict.fromkeys(claims)), (), b.time, key=f"{b.node}/{b.time:.3f}/{b.method}"))
     return out

@@ -65,6 +65,9 @@ def test_a_call_that_waited_for_another_claims_slow_call_is_a_violation() -> Non
     waited = _prepare(10.5, "b", duration=2.55)  # answered 0.05 s after the slow one: its own time
     found = _lock([*SOLO, slow, waited])
     assert len(found) == 1 and "waited 2.5s" in found[0] and "c-b" in found[0], found
+    first = _prepare(10.0, "b", duration=4.03)  # sent first, lost the race for the lock (as recorded upstream)
+    raced = _lock([_prepare(10.001, "a", duration=2.01), first])
+    assert len(raced) == 1 and "c-b" in raced[0] and "waited 2.0s" in raced[0], raced
     unprep = _unprepare(10.4, "c", duration=2.65)  # an unprepare waits as well
     assert len(_lock([*SOLO, slow, unprep, _unprepare(20.0, "d")])) == 1
 
