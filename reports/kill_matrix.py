@@ -47,7 +47,9 @@ def render_markdown(matrix: KillMatrix, json_name: str = JSON) -> str:
         "an invariant the scenario expects to hold is violated, a step fails, or an expected violation "
         "does not show; the correct driver must pass every scenario.",
         "",
-        f"Measured {matrix.measured_at or 'at an unknown time'} on {matrix.machine or 'an unknown machine'}, "
+        (f"Measured in parts from {matrix.measured_at} to {matrix.measured_until}" if matrix.measured_until
+         else f"Measured {matrix.measured_at or 'at an unknown time'}")
+        + f" on {matrix.machine or 'an unknown machine'}, "
         f"{len(matrix.cells)} runs, {matrix.parallel} in parallel, {matrix.wall_seconds / 60:.0f} min wall time:",
         "",
         "```sh",

@@ -109,7 +109,7 @@ def advertised(ctx: SanityContext) -> None:
     capability="health-stream",
     rule="a device that breaks is reported UNHEALTHY on the health stream",
     source=KEP,
-    aimed_at=("silent-health",),
+    aimed_at=("silent-health", "xid-overreaction"),
     needs=("make_unhealthy",),
 )
 def reports_unhealthy(ctx: SanityContext) -> None:

@@ -80,6 +80,9 @@ class KillMatrix:
     cells: list[Cell] = field(default_factory=list)
     measured_at: str = ""
     """UTC time the measurement started (ISO 8601)."""
+    measured_until: str = ""
+    """For a matrix merged from parts measured at different times: when its last part started ("" when
+    it was measured in one go)."""
     machine: str = ""
     """Where: host, cores, Kubernetes version."""
     command: str = ""
@@ -128,7 +131,8 @@ class KillMatrix:
     # -- JSON ------------------------------------------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
         return {
-            "version": KILL_MATRIX_VERSION, "measuredAt": self.measured_at, "machine": self.machine,
+            "version": KILL_MATRIX_VERSION, "measuredAt": self.measured_at,
+            **({"measuredUntil": self.measured_until} if self.measured_until else {}), "machine": self.machine,
             "command": self.command, "parallel": self.parallel, "wallSeconds": round(self.wall_seconds, 1),
             "ok": self.ok, "survivors": self.survivors(), "about": self.about,
             "cells": [c.as_dict() for c in sorted(self.cells, key=lambda c: (c.mutant != CORRECT, c.mutant, c.scenario))],
@@ -139,6 +143,7 @@ class KillMatrix:
         if d.get("version") != KILL_MATRIX_VERSION:
             raise ValueError(f"unsupported kill matrix version {d.get('version')!r}")
         return cls(cells=[Cell.from_dict(c) for c in d.get("cells", [])], measured_at=d.get("measuredAt", ""),
+                   measured_until=d.get("measuredUntil", ""),
                    machine=d.get("machine", ""), command=d.get("command", ""), parallel=int(d.get("parallel", 1)),
                    wall_seconds=float(d.get("wallSeconds", 0.0)), about=dict(d.get("about", {})))
 
@@ -156,7 +161,11 @@ class KillMatrix:
         merged = cls()
         for part in parts:
             merged.merge(part.cells)
-            merged.measured_at = min(filter(None, (merged.measured_at, part.measured_at)), default="")
+            starts = list(filter(None, (merged.measured_at, merged.measured_until, part.measured_at,
+                                        part.measured_until)))
+            merged.measured_at = min(starts, default="")
+            last = max(starts, default="")
+            merged.measured_until = last if last != merged.measured_at else ""
             merged.machine = merged.machine or part.machine
             merged.command = "; ".join(filter(None, (merged.command, part.command)))
             merged.parallel = max(merged.parallel, part.parallel)

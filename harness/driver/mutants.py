@@ -29,6 +29,7 @@ FLAGS = (
     "reprepare_completed",
     "unknown_unprepare_error",
     "silent_health",
+    "xid_overreaction",
     "keep_sharing_state",
     "cdi_not_recreated",
     "discard_corrupt_checkpoint",
@@ -51,6 +52,7 @@ class Mutant:
     reprepare_completed: ClassVar[bool] = False
     unknown_unprepare_error: ClassVar[bool] = False
     silent_health: ClassVar[bool] = False
+    xid_overreaction: ClassVar[bool] = False
     keep_sharing_state: ClassVar[bool] = False
     cdi_not_recreated: ClassVar[bool] = False
     discard_corrupt_checkpoint: ClassVar[bool] = False
@@ -250,6 +252,23 @@ class SilentHealth(Mutant):
     """
 
     silent_health = True
+
+
+@mutant(
+    "xid-overreaction",
+    upstream="NVIDIA/k8s-device-plugin internal/rm/health.go: the application Xids (13, 31, 43, 45, 68) are "
+    "skipped, since the GPU still works after them",
+)
+class XidOverreaction(Mutant):
+    """The health check takes an application's Xid error for a broken GPU.
+
+    An Xid caused by the program on the GPU (13 Graphics Engine Exception, 31 memory page fault, 43
+    stopped processing, 45 preemptive cleanup, 68 video processor exception) leaves the GPU working;
+    this driver reports the GPU unhealthy and taints it anyway, so a working GPU leaves service after
+    any crashing application and the pods that need it stay Pending.
+    """
+
+    xid_overreaction = True
 
 
 @mutant("leave-sharing-state", upstream="guardrail rule 6: shared accelerators have deterministic cleanup when the pod ends")

@@ -41,7 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .. import cdi
 from ..devices.nvml import SHARING_STRATEGIES, FakeNvml, NvmlError
-from ..devices.truth import DeviceTruth, installed_devices
+from ..devices.truth import APPLICATION_XIDS, DeviceTruth, installed_devices
 from ..grpcapi.plugin import ClaimRef
 from draguard.harness.core.fsio import cleanup_temporaries, sync_dir
 from draguard.harness.core.paths import NodeDirs
@@ -678,7 +678,9 @@ class FakeDriver:
             return {}
         # What the hardware says (NVML over the node's device truth), then the fault file's declarations,
         # then a reset that failed here.
-        reported = {**self.nvml.unhealthy(), **self.faults.unhealthy()}
+        # The application's Xids leave the GPU working (see mutants.XidOverreaction for the bug of not skipping them).
+        skip = frozenset() if self.mutant.xid_overreaction else APPLICATION_XIDS
+        reported = {**self.nvml.unhealthy(skip), **self.faults.unhealthy()}
         with self._lock:
             # The books change only in a call, which saves them before it returns: read again after a save.
             if self._failed[0] != self._saves:

@@ -34,6 +34,7 @@ EXPECTED = {
     "non-idempotent-prepare",
     "unknown-unprepare-error",
     "silent-health",
+    "xid-overreaction",
     "leave-sharing-state",
     "cdi-not-recreated",
     "discard-corrupt-checkpoint",

@@ -89,6 +89,19 @@ def test_the_markdown_says_when_where_and_what_caught_each_mutant() -> None:
     assert "| a | pass | `no-leak` | survived |" in md
 
 
+def test_a_matrix_merged_from_parts_measured_on_other_days_says_so() -> None:
+    later = KillMatrix(cells=[Cell("m3", "a", "caught", ("invariant:no-leak",), ("no-leak: y",))],
+                       measured_at="2026-12-07 17:34 UTC", machine="test", command="draguard mutants a --mutant m3")
+    merged = KillMatrix.combined([_matrix(), later])
+    assert (merged.measured_at, merged.measured_until) == ("2026-12-03 20:00 UTC", "2026-12-07 17:34 UTC")
+    assert "Measured in parts from 2026-12-03 20:00 UTC to 2026-12-07 17:34 UTC on test" in render_markdown(merged)
+    again = KillMatrix.from_dict(json.loads(json.dumps(merged.as_dict())))
+    assert again.measured_until == merged.measured_until
+    # Merged once more with a part of the first day, the range stays; one part measured in one go has none.
+    assert KillMatrix.combined([again, _matrix()]).measured_until == "2026-12-07 17:34 UTC"
+    assert KillMatrix.combined([_matrix(), _matrix()]).measured_until == ""
+
+
 def test_unknown_mutant_or_scenario_exits_2_naming_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutants", "--mutant", "forget-after-reset"]) == 2
     err = capsys.readouterr().err
