@@ -27,6 +27,7 @@ MUTANT_CELLS = [
     ("driver-crash-before-prepare-reply", "non-idempotent-prepare"),
     ("slow-reset-does-not-block-prepare", "lock-across-reset"),
     ("stale-prepare-after-node-restart", "stale-prepare"),
+    ("gpu-faults-correct-driver", "xid-overreaction"),
     # A kubelet orders a pod's claims by Go map iteration: the healthy claim comes first in some runs,
     # its device is released before the failing one aborts the call, and the progress the scenario
     # expects comes anyway (docs/kubelet-differential.md). per-claim-errors judges the call itself.
