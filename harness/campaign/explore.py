@@ -63,6 +63,7 @@ from draguard.harness.cluster.local import DEFAULT_CLIENT_BURST, DEFAULT_CLIENT_
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.core.fsio import atomic_write
 from draguard.harness.core.registry import FAULTS
+from draguard.harness.devices.truth import APPLICATION_XIDS
 from draguard.harness.driver.fault_control import CRASH_POINTS
 from draguard.harness.driver.mutants import MUTANTS
 from draguard.harness.kube import RUN_LABEL, Kube
@@ -111,6 +112,12 @@ SEARCH: Mapping[str, tuple[Scope, st.SearchStrategy[dict[str, Any]]]] = {
     "force-delete": ("gang", st.just({})),
     "node-loss": ("node", st.fixed_dictionaries({"duration": _seconds(3, 15)})),
     "node-restart": ("node", st.fixed_dictionaries({"kill": st.booleans()})),
+    "node-reboot": ("node", st.just({})),
+    "checkpoint-corrupt": ("node", st.fixed_dictionaries({"mode": st.sampled_from(("truncated", "garbled"))})),
+    # Only an application's Xid: the GPU keeps working, so a correct driver has nothing to recover from
+    # (a failure that breaks the GPU while the gang is placed races the health report: see LEFT_OUT).
+    "device-failure": ("node", st.fixed_dictionaries({"device": st.just("gpu-0"), "kind": st.just("xid"),
+                                                      "xid": st.sampled_from(sorted(APPLICATION_XIDS))})),
     "prepare-failure": ("node", _count(1, 3)),
     "prepare-hang": ("node", st.fixed_dictionaries({"seconds": st.integers(1, 5), "count": st.just(1)})),
     "reset-failure": ("node", _count(1, 2)),
@@ -127,9 +134,6 @@ _PARTIAL = ("it removes some members of a gang, and nothing recreates them: the 
 LEFT_OUT: Mapping[str, str] = {
     "drain-node": _PARTIAL + " (the members on one node)",
     "device-taint": _PARTIAL + " (NoExecute: the members using one device; NoSchedule changes nothing that runs)",
-    "device-failure": ("a device failed while the gang is being placed races the driver's health report with "
-                       "the scheduler, which a correct driver can lose (a container started on it: "
-                       "container-devices); a failure once the gang runs changes nothing that starts later"),
     "arrive": "it creates a workload the scenario holds back; explore does not add workloads",
     "preempt": "it needs a higher-priority workload the scenario holds back; explore does not add workloads",
     "load": "a claim churn of its own (a locust run of tens of seconds), not a fault of the scenario's workloads",
