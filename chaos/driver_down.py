@@ -21,7 +21,7 @@ class DriverDownParams(Params):
 
 
 @FAULTS.register("driver-down", summary="stop the DRA driver on the targeted node for a while",
-                 params=DriverDownParams, needs=("restart-driver",))
+                 params=DriverDownParams, needs=("stop-driver",))
 def driver_down(ctx: StepContext, params: DriverDownParams | None) -> None:
     params = params or DriverDownParams()
     drivers = [ctx.driver(node) for node in ctx.target_nodes()]

@@ -23,7 +23,7 @@ import click
 from draguard import reports
 from draguard.harness.cluster.target import KubeTarget
 
-__all__ = ["KubeTarget", "kube_target", "bin_dir", "report_dir", "report_formats", "split_formats"]
+__all__ = ["KubeTarget", "kube_target", "bin_dir", "report_dir", "report_formats", "split_formats", "as_given"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,6 +59,16 @@ def kube_target(help: str = "Kubeconfig of the cluster [default: $KUBECONFIG or 
         return wrapped  # type: ignore[no-any-return]
 
     return decorate
+
+
+def as_given(kube: KubeTarget, bin_dir: str | None = None) -> list[str]:
+    """The cluster options as the user gave them, to write into a command that plays a run again."""
+    out: list[str] = []
+    for flag, value in (("--kubeconfig", kube.kubeconfig), ("--context", kube.context),
+                        ("--allow-context", kube.allow_context), ("--bin-dir", bin_dir)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out
 
 
 def bin_dir(help: str = "Directory with the control-plane binaries [default: draguard's cache, filled by "

@@ -69,12 +69,16 @@ def _render(out: Path, result: RunResult, formats: list[str]) -> None:
                    f"--cluster local for the upstream DRA test driver ({TEST_DRIVER_NAME}), which draguard runs itself.")
 @click.option("--device-class", metavar="NAME", help="The DeviceClass of the installed driver the workloads ask for "
                                                      "(with --cluster local, draguard creates it).")
+@click.option("--restart-command", metavar="CMD",
+              help="With --driver on a cluster: a shell command that restarts the driver on a node ({node} is "
+                   "replaced by its name) and returns once it is back; driver-restart steps then apply where "
+                   "no DaemonSet of the driver is found.")
 @click.option("--parallel", type=click.IntRange(1, 16), default=1, show_default=True,
               help="Scenarios run at a time, each on a local control plane of its own in its own process "
                    "(not with --driver, --repeat or an existing cluster).")
 def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, report_dir: Path, formats: list[str],
         seed: int | None, dry_run: bool, bin_dir: str | None, repeat: int, driver_name: str | None,
-        device_class: str | None, parallel: int) -> None:
+        device_class: str | None, restart_command: str | None, parallel: int) -> None:
     """Run scenario files (or folders of them) and write the reports; exit 0 if all met expectations."""
     _refuse_formats_as_scenarios(scenarios)
     loaded = load_scenarios(scenarios)
@@ -83,8 +87,11 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             _err.print(sc.hold_note, highlight=False, markup=False, soft_wrap=True)
     kubeconfig = str(kube.kubeconfig) if kube.kubeconfig is not None else None
     retarget: Retargeting | None = None
+    if restart_command is not None and not (driver_name or device_class):
+        raise UsageError("--restart-command restarts an installed driver: give it with --driver and --device-class "
+                         "(a scenario file says driver.restartCommand)")
     if driver_name or device_class:
-        retarget = retargeting(driver_name, device_class, backend, kube)
+        retarget = retargeting(driver_name, device_class, backend, kube, restart_command)
         if retarget.facts is not None:
             _err.print(f"driver {driver_name} (DeviceClass {device_class}): {retarget.facts.describe()}; attributes: "
                        f"{', '.join(sorted(retarget.facts.attributes)) or 'none'}; {retarget.facts.reach()}", highlight=False)
@@ -150,12 +157,11 @@ def _replay_options(backend: str | None, kube: KubeTarget, retarget: Retargeting
         opts += ["--cluster", "local"]
     elif backend is not None:
         opts += ["--cluster", backend]
-    for flag, value in (("--kubeconfig", kube.kubeconfig), ("--context", kube.context),
-                        ("--allow-context", kube.allow_context), ("--bin-dir", bin_dir)):
-        if value is not None:
-            opts += [flag, str(value)]
+    opts += options.as_given(kube, bin_dir)
     if retarget is not None:
         opts += ["--driver", retarget.target.driver, "--device-class", retarget.target.device_class]
+        if retarget.target.restart_command is not None:
+            opts += ["--restart-command", retarget.target.restart_command]
     return opts
 
 

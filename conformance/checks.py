@@ -12,20 +12,18 @@ and ``certify`` run it through here).
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from draguard.harness.core.errors import ContractViolation, UsageError
+from draguard.harness.core.commands import NODE_PLACEHOLDER, restart_command, run_restart_command
+from draguard.harness.core.errors import ContractViolation
 from draguard.harness.grpcapi.plugin import PluginCallError
 from draguard.harness.core.registry import Entry
 from draguard.harness.result import CheckResult, Evidence
 
-__all__ = ["Skip", "CheckFailed", "expect", "run_entry", "restart_command", "run_restart_command"]
-
-NODE_PLACEHOLDER = "{node}"
+__all__ = ["Skip", "CheckFailed", "expect", "run_entry", "restart_command", "run_restart_command", "NODE_PLACEHOLDER"]
 
 
 class Skip(Exception):
@@ -86,24 +84,3 @@ def run_entry(ctx: Any, entry: Entry[Any], timeout: float, cleanup: Callable[[],
         result.evidence.append(Evidence(f"cleanup: {problem}"))
     return result
 
-
-def restart_command(command: str, node: str | None) -> str:
-    """``command`` (a ``--restart-command``) for ``node``: every ``{node}`` replaced by the node's name.
-
-    :class:`UsageError` when the command names ``{node}`` and the node is not known.
-    """
-    if NODE_PLACEHOLDER in command:
-        if not node:
-            raise UsageError(f"--restart-command {command!r} names {NODE_PLACEHOLDER} but the driver's node is "
-                             "not known (give --node)")
-        return command.replace(NODE_PLACEHOLDER, node)
-    return command
-
-
-def run_restart_command(command: str, node: str | None, timeout: float) -> None:
-    """Run ``--restart-command`` for ``node``; RuntimeError with its output when it exits non-zero."""
-    done = subprocess.run(restart_command(command, node), shell=True, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"--restart-command exited with {done.returncode}: "
-                           f"{(done.stderr or done.stdout).strip()[-400:]}")

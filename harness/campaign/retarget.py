@@ -64,12 +64,16 @@ _NEEDS = {
     "interposer": "needs the gRPC interposer in front of the driver's sockets, which are on the cluster's nodes",
     "rpc-faults": "makes the driver's calls fail, which needs the gRPC interposer in front of its sockets, which "
                   "are on the cluster's nodes",
-    "restart-driver": "restarts or stops the driver, which draguard does through the driver's DaemonSet; none runs "
-                      "this driver (no DaemonSet mounts its plugin directory)",
+    "restart-driver": "restarts the driver, which draguard does through the driver's DaemonSet or a "
+                      "--restart-command; none runs this driver (no DaemonSet mounts its plugin directory) and no "
+                      "--restart-command was given",
+    "stop-driver": "keeps the driver down for a while, which draguard does through the driver's DaemonSet; none "
+                   "runs this driver (no DaemonSet mounts its plugin directory)",
     "kill-node": "restarts or loses a node, which draguard does only to its own nodes (its node agents, or the "
                  "node containers of its kind cluster)",
 }
-LOCAL_OFFERS = frozenset({"local-backend", "fake-nodes", "kill-node", "restart-driver", "interposer", "rpc-faults"})
+LOCAL_OFFERS = frozenset({"local-backend", "fake-nodes", "kill-node", "restart-driver", "stop-driver", "interposer",
+                          "rpc-faults"})
 """What ``--cluster local`` gives a scenario's steps: draguard starts the control plane, the node agents
 and the driver's processes, behind the gRPC interposer."""
 _DRIVER_ONLY = re.compile(r"""^\s*device\.driver\s*==\s*(['"])(?P<driver>[^'"]+)\1\s*$""")
@@ -84,6 +88,8 @@ class RunTarget:
     device_class: str
     allow_destructive: bool = False
     """A local draguard cluster, or ``--allow-context`` named the kubeconfig's context."""
+    restart_command: str | None = None
+    """``--restart-command``: restarts the driver on a node where no DaemonSet of it is found."""
     context: str = ""
     """The kubeconfig context (for the reason given when destructive steps are refused)."""
     local: bool = False
@@ -117,7 +123,8 @@ class ClusterFacts:
 
     def offers(self) -> set[str]:
         """The fleet capabilities (``draguard.harness.fleet``) this cluster gives the driver's steps."""
-        return ({"restart-driver"} if self.daemonset else set()) | ({"kill-node"} if self.kind_nodes else set())
+        return ({"restart-driver", "stop-driver"} if self.daemonset else set()) | (
+            {"kill-node"} if self.kind_nodes else set())
 
     def describe(self) -> str:
         nodes = ", ".join(f"{n}: {len(d)}" for n, d in sorted(self.devices.items())) or "none"
@@ -222,7 +229,8 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
         reasons.append("it puts the gRPC interposer in front of the driver's sockets, which are on the cluster's "
                        "nodes, out of draguard's reach")
     # On its own control plane draguard runs the driver's processes (restarts them) behind the interposer.
-    have = (LOCAL_OFFERS if target.local else set()) | facts.offers()
+    have = (LOCAL_OFFERS if target.local else set()) | facts.offers() | (
+        {"restart-driver"} if target.restart_command else set())
     for step in sc.timeline:
         entry = FAULTS.get(step.fault)
         for need in (n for n in entry.meta.get("needs", ()) if n not in have):
@@ -370,7 +378,7 @@ def retarget(sc: Scenario, target: RunTarget, plan: Plan) -> Scenario:
                     f"{target.device_class}); nodes {mapped}.",
         driver=Driver(kind="external", name=target.driver, mutant=plan.mutant,
                       device_class=target.device_class,
-                      interpose=target.local),
+                      interpose=target.local, restart_command=target.restart_command),
         nodes=nodes, device_classes=(), workloads=workloads,
         timeline=tuple(_step(s, plan.nodes) for s in sc.timeline), expect=expect,
     )
@@ -438,12 +446,16 @@ class Retargeting:
         return decide(sc, self.target, self.facts or local_facts(sc))
 
 
-def retargeting(driver: str | None, device_class: str | None, backend: str | None, kube: KubeTarget) -> Retargeting:
+def retargeting(driver: str | None, device_class: str | None, backend: str | None, kube: KubeTarget,
+                restart_command: str | None = None) -> Retargeting:
     """Check ``--driver``, ``--device-class`` and the cluster options together, and detect what the cluster
     and the driver offer (UsageError: exit 2)."""
     if not driver or not device_class:
         raise UsageError("--driver and --device-class go together: the installed driver's name and the "
                          "DeviceClass its devices are asked for by")
+    if restart_command is not None and backend == "local":
+        raise UsageError("--restart-command restarts a driver installed in a cluster; with --cluster local "
+                         "draguard runs the driver itself and restarts it")
     if backend == "local":
         # A control plane of its own per scenario: draguard runs the driver itself, which it can only do
         # for the upstream DRA test driver (harness/driver/external.py).
@@ -462,7 +474,8 @@ def retargeting(driver: str | None, device_class: str | None, backend: str | Non
         raise UsageError(f"--driver needs a cluster: kubeconfig {path} is not a file (give --kubeconfig)")
     active = kube.active_context()
     allow = kube.allow_context
-    target = RunTarget(driver, device_class, allow_destructive=kube.is_local() or allow == active, context=active)
+    target = RunTarget(driver, device_class, allow_destructive=kube.is_local() or allow == active, context=active,
+                       restart_command=restart_command)
     if allow is not None and allow != active:
         raise UsageError(f"--allow-context {allow}: the kubeconfig's context is {active!r}")
     facts = detect(Kube.from_kubeconfig(str(path), kube.context), target, str(path))

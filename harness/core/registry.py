@@ -44,8 +44,10 @@ CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "interposer": "the gRPC interposer between the nodes and the driver",
     "rpc-faults": "prepare and unprepare calls can be made to fail or hang (draguard's fake driver, or the gRPC "
                   "interposer in front of any driver)",
-    "restart-driver": "a node's driver can be restarted and taken down (a process draguard runs, or an installed "
-                      "driver's DaemonSet pod)",
+    "restart-driver": "a node's driver can be restarted (a process draguard runs, an installed driver's "
+                      "DaemonSet pod, or a restart command the user gives)",
+    "stop-driver": "a node's driver can be taken down for a while and brought back (a process draguard runs, or "
+                   "an installed driver's DaemonSet)",
     "kill-node": "a node's agent can be restarted and the node lost (draguard's node agents, or a kind node's container)",
 })
 """What a fault may need from the run (``needs=`` at registration); validation rejects a scenario whose

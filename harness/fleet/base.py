@@ -44,6 +44,7 @@ __all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for", "Dr
 
 FLEET_CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "restart-driver": "a node's driver can be killed, crashed and started again",
+    "stop-driver": "a node's driver can be kept down for a while and brought back",
     "kill-node": "a node's agent can be killed, lost and started again",
     "device-truth": "each node's hardware (its device truth) can be read and failed",
     "driver-books": "the driver's own records (its checkpoint) can be read",

@@ -33,7 +33,7 @@ __all__ = ["ExternalFleet"]
 @FLEETS.register("external", summary="the upstream DRA test driver as a process per node, on fake nodes or hollow kubelets")
 class ExternalFleet(Fleet):
     name = "external"
-    capabilities = frozenset({"kill-node", "restart-driver", "interpose"})
+    capabilities = frozenset({"kill-node", "restart-driver", "stop-driver", "interpose"})
     _journal_pid: Callable[[int, str], None] | None = None
 
     def start(self, run: FleetRun) -> None:

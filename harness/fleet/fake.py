@@ -32,7 +32,7 @@ __all__ = ["FakeFleet", "topology_file"]
 @FLEETS.register("fake", summary="draguard's fake node agents (and hollow kubelets where asked) with its fake driver")
 class FakeFleet(Fleet):
     name = "fake"
-    capabilities = frozenset({"restart-driver", "kill-node", "device-truth", "driver-books", "interpose"})
+    capabilities = frozenset({"restart-driver", "stop-driver", "kill-node", "device-truth", "driver-books", "interpose"})
 
     def start(self, run: FleetRun) -> None:
         sc = run.scenario

@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from draguard.harness.core.commands import run_restart_command
 from draguard.harness.core.errors import HarnessError, UsageError
 
 from ..cluster.kind.cluster import KindCluster, KindNodes
@@ -141,7 +142,7 @@ def _exclusion(original: dict[str, Any] | None, nodes: set[str]) -> dict[str, An
                                       "the API to its DaemonSet, and to the node containers on kind")
 class InstalledFleet(Fleet):
     name = "installed"
-    capabilities = frozenset({"restart-driver", "kill-node"})
+    capabilities = frozenset({"restart-driver", "stop-driver", "kill-node"})
     """At most these: :meth:`offers` says which this cluster has."""
     republish_grace = 90.0
     """A kubelet that starts wipes its node's ResourceSlices until the drivers register again
@@ -177,6 +178,8 @@ class InstalledFleet(Fleet):
         self.fake: str | None = None
         """The DaemonSet's container that runs draguard's fake driver (its books are read in the nodes)."""
         self._mutant_restore: dict[str, Any] | None = None
+        self._restart_command: str | None = None
+        """``driver.restartCommand``: how steps restart the driver where no DaemonSet of it is found."""
         """The merge patch that puts the DaemonSet's containers back, while a mutant runs."""
 
     def start(self, run: FleetRun) -> None:
@@ -185,6 +188,7 @@ class InstalledFleet(Fleet):
         self.kube = run.kube
         self._driver = sc.driver.name
         self._run_id = run.run_id
+        self._restart_command = sc.driver.restart_command
         named = run.scenario.driver.daemon_set
         try:
             self.daemonset = find_daemonset(run.kube, run.scenario.driver.name, named)
@@ -260,6 +264,8 @@ class InstalledFleet(Fleet):
 
     def offers(self, capability: str) -> bool:
         if capability == "restart-driver":
+            return self.daemonset is not None or self._restart_command is not None
+        if capability == "stop-driver":
             return self.daemonset is not None
         if capability == "kill-node":
             return self.kind_nodes is not None
@@ -267,7 +273,11 @@ class InstalledFleet(Fleet):
 
     # -- the driver --------------------------------------------------------------------------------
     def driver_control(self, node: str, before: Undoable) -> DriverControl | None:
-        return _DaemonSetDriver(self, node, before) if self.daemonset is not None else None
+        if self.daemonset is not None:
+            return _DaemonSetDriver(self, node, before)
+        if self._restart_command is not None:
+            return _CommandDriver(self._restart_command, node, before)
+        return None
 
     def _ds(self) -> tuple[Kube, str, str]:
         assert self.kube is not None and self.daemonset is not None
@@ -507,6 +517,32 @@ class _DaemonSetDriver:
         if self.fleet._excluded[self.node]:  # another step still has it down here, and brings it back itself
             return
         self.fleet.wait(f"the driver's pod on {self.node} Ready again", lambda: bool(self._running()))
+
+
+class _CommandDriver:
+    """The driver on one node restarted by the user's command (``driver.restartCommand``, ``run
+    --restart-command``), which returns once the driver is back; it cannot keep the driver down."""
+
+    TIMEOUT = 300.0
+    """Seconds the command may take."""
+
+    def __init__(self, command: str, node: str, before: Undoable) -> None:
+        self.command = command
+        self.node = node
+        self._before = before
+
+    def restart(self, kill: bool = True) -> None:
+        self._before("none", {"why": f"the restart command brings the driver on {self.node} back itself"})
+        try:
+            run_restart_command(self.command, self.node, self.TIMEOUT)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            raise HarnessError(f"restarting the driver on {self.node}: {exc}") from exc
+
+    def down(self) -> None:
+        raise UsageError("a restart command cannot keep the driver down: driver-down needs its DaemonSet")
+
+    def up(self) -> None:
+        raise UsageError("a restart command cannot keep the driver down: driver-down needs its DaemonSet")
 
 
 class _KindNode:

@@ -119,21 +119,27 @@ def interposes(driver_kind: str, backend: str, interpose: bool | None) -> bool:
     return driver_kind == "external" and backend == "local"
 
 
-def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = False) -> dict[str, str]:
+def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = False,
+            restart_command: bool = False) -> dict[str, str]:
     """The capabilities (``needs`` of faults and invariants) a run with these settings lacks -> why.
 
-    ``restart-driver`` and ``kill-node`` are what a fleet offers (``draguard.harness.fleet``): the fake
-    driver and draguard's node agents always; an external driver through its DaemonSet (named by
-    ``driver.daemonSet``, or found on a kind cluster) and the nodes of a kind cluster through their
-    containers. One home for validation (raw documents), the default ``expect.hold`` and the runner."""
+    ``restart-driver``, ``stop-driver`` and ``kill-node`` are what a fleet offers (``draguard.harness.fleet``):
+    the fake driver and draguard's node agents always; an external driver through its DaemonSet (named by
+    ``driver.daemonSet``, or found on a kind cluster), or restarted (not stopped) by ``driver.restartCommand``,
+    and the nodes of a kind cluster through their containers. One home for validation (raw documents), the
+    default ``expect.hold`` and the runner."""
     lacks: dict[str, str] = {}
     if driver_kind != "fake":
         lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
         lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
         if not daemon_set and backend not in ("kind", "local"):
-            lacks["restart-driver"] = ("spec.driver.kind is external and names no driver.daemonSet (nor runs on "
-                                       "cluster.backend: kind, where draguard finds it, or local, where draguard "
-                                       "runs it): draguard cannot restart it")
+            lacks["stop-driver"] = ("spec.driver.kind is external and names no driver.daemonSet (nor runs on "
+                                    "cluster.backend: kind, where draguard finds it, or local, where draguard "
+                                    "runs it): draguard cannot stop it")
+            if not restart_command:
+                lacks["restart-driver"] = ("spec.driver.kind is external and names no driver.daemonSet or "
+                                           "restartCommand (nor runs on cluster.backend: kind, where draguard "
+                                           "finds it, or local, where draguard runs it): draguard cannot restart it")
         if backend == "kubeconfig":
             lacks["kill-node"] = ("spec.cluster.backend is kubeconfig: the cluster's nodes are not draguard's to stop "
                                   "(on cluster.backend: kind they are)")
@@ -229,11 +235,17 @@ class _Checker:
             if driver.get("interpose") is True and (_str(_dict(self.spec.get("cluster")).get("backend")) or "local") != "local":
                 self.add(path + ("interpose",), "the interposer needs the plugin sockets on this machine: "
                          "backend local only, where draguard runs the driver", on_key=True)  # fmt: skip
+            if driver.get("restartCommand") is not None and (_str(_dict(self.spec.get("cluster")).get("backend")) or "local") == "local":
+                self.add(path + ("restartCommand",), "'restartCommand' restarts a driver installed in a cluster; on "
+                         "backend local draguard runs the driver itself and restarts it", on_key=True)  # fmt: skip
             if driver.get("daemonSet") is not None and (_str(_dict(self.spec.get("cluster")).get("backend")) or "local") == "local":
                 self.add(path + ("daemonSet",), "'daemonSet' names a driver installed in a cluster; on backend local "
                          "draguard runs the driver itself", on_key=True)  # fmt: skip
         elif driver.get("daemonSet") is not None:
             self.add(path + ("daemonSet",), "'daemonSet' is for an external driver", on_key=True)
+        elif driver.get("restartCommand") is not None:
+            self.add(path + ("restartCommand",), "'restartCommand' is for an external driver; draguard restarts "
+                     "its fake driver itself", on_key=True)  # fmt: skip
         elif driver.get("deviceClass") is not None:
             self.add(path + ("deviceClass",), "'deviceClass' is for an external driver; declare deviceClasses "
                      "for the fake driver", on_key=True)  # fmt: skip
@@ -420,7 +432,7 @@ class _Checker:
         interpose = driver.get("interpose")
         return lacking(self.driver_kind, backend,
                        interposes(self.driver_kind, backend, interpose if isinstance(interpose, bool) else None),
-                       isinstance(driver.get("daemonSet"), dict))
+                       isinstance(driver.get("daemonSet"), dict), isinstance(driver.get("restartCommand"), str))
 
     def timeline(self) -> None:
         steps = _list(self.spec.get("timeline"))

@@ -166,7 +166,8 @@ def to_scenario(
     # explicitly where it cannot be judged is refused by the checks). Left out of ``hold``, it is judged
     # all the same but need not be: ``unnamed`` keeps those for the note validate and run print.
     interpose = interposes(s.driver.kind, s.cluster.backend, s.driver.interpose)
-    lacks = lacking(s.driver.kind, s.cluster.backend, interpose, s.driver.daemon_set is not None)
+    lacks = lacking(s.driver.kind, s.cluster.backend, interpose, s.driver.daemon_set is not None,
+                    s.driver.restart_command is not None)
     named = {*violate, *(i.invariant for i in ignore)}
     judgeable = tuple(name for name in invariants.names() if name not in named
                       and not lacks.keys() & set(invariants.get(name).meta.get("needs", ())))
@@ -190,7 +191,8 @@ def to_scenario(
         ),
         driver=t.Driver(s.driver.kind, s.driver.name, s.driver.mutant, s.driver.device_class, interpose,
                         s.driver.hosting,
-                        (s.driver.daemon_set.namespace, s.driver.daemon_set.name) if s.driver.daemon_set else None),
+                        (s.driver.daemon_set.namespace, s.driver.daemon_set.name) if s.driver.daemon_set else None,
+                        s.driver.restart_command),
         nodes=_nodes(s.nodes),
         device_classes=tuple(
             t.DeviceClass(c.name, tuple(c.selectors), c.extended_resource_name) for c in s.device_classes

@@ -368,6 +368,11 @@ class DriverSpec(_Model):
     """The DaemonSet running an ``external`` driver (``external`` only; default: the DaemonSet that mounts
     ``/var/lib/kubelet/plugins/<name>`` from its nodes, if there is one). Through it, steps restart the
     driver (``driver-restart``: its pod deleted) and take it off a node (``driver-down``)."""
+    restart_command: str | None = Field(default=None, min_length=1, max_length=2000)
+    """A shell command that restarts the driver on a node, ``{node}`` replaced by the node's name, returning
+    once the driver is back (``external`` on an existing cluster only): ``driver-restart`` runs it where
+    draguard finds no DaemonSet of the driver. ``driver-down`` still needs the DaemonSet (a restart
+    command cannot keep the driver down)."""
     hosting: DriverHosting = "auto"
     """``per-node``: one fake driver process per node (fidelity: a crash or restart is a real process's);
     ``shared``: one process serves every node's sockets, each node's state, checkpoint and faults kept

@@ -130,6 +130,9 @@ class Driver:
     daemon_set: tuple[str, str] | None = None
     """(namespace, name) of the DaemonSet running an ``external`` driver, when the scenario names it
     (steps then restart and stop the driver through it); None: found by its plugin directory, if any."""
+    restart_command: str | None = None
+    """A shell command that restarts an ``external`` driver on a node (``{node}`` replaced by its name):
+    ``driver-restart`` runs it where no DaemonSet of the driver is found."""
 
 
 PER_NODE_UP_TO = 16

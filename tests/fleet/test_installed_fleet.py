@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import draguard.chaos  # noqa: F401  (registers the faults)
-from draguard.harness.campaign.retarget import ClusterFacts, RunTarget, decide
+from draguard.harness.campaign.retarget import ClusterFacts, RunTarget, decide, retarget
 from draguard.harness.fleet.installed import InstalledFleet, _exclusion
 from draguard.harness.scenario.checks import lacking
 from draguard.harness.scenario.loader import parse_scenario, problems_of
@@ -58,6 +58,34 @@ def test_what_an_external_driver_lacks_on_each_backend() -> None:
     assert {"fake-driver", "fake-nodes", "local-backend"} <= on_kind.keys()
     assert "kill-node" not in lacking("external", "local", False)  # draguard's own node agents
     assert not {"restart-driver", "kill-node"} & lacking("fake", "kubeconfig", False).keys()
+    # A restart command restarts an installed driver; it cannot keep one down.
+    commanded = lacking("external", "kubeconfig", False, restart_command=True)
+    assert "restart-driver" not in commanded and "stop-driver" in commanded
+    assert "stop-driver" not in lacking("external", "kubeconfig", False, daemon_set=True)
+    assert not {"restart-driver", "stop-driver"} & lacking("external", "local", False).keys()  # draguard's processes
+
+
+def test_a_restart_command_makes_driver_restart_apply_and_not_driver_down() -> None:
+    from pathlib import Path
+
+    from draguard.harness.scenario.loader import load_scenario
+
+    library = Path(__file__).resolve().parents[2] / "scenarios"
+    restart = load_scenario(library / "driver-restart-mid-gang.yaml")
+    down = load_scenario(library / "driver-down-until-cleanup.yaml")
+    target = RunTarget("test-driver.cdi.k8s.io", "cls", allow_destructive=True, restart_command="systemctl restart drv")
+    reasons, plan = decide(restart, target, _facts(None, False))
+    assert plan is not None, reasons
+    assert retarget(restart, target, plan).driver.restart_command == "systemctl restart drv"
+    reasons, plan = decide(down, target, _facts(None, False))
+    assert plan is None and any("keeps the driver down for a while" in r for r in reasons), reasons
+    # In a scenario file: validated with the driver it restarts, refused where draguard runs the driver.
+    text = SCENARIO.replace("backend: kind", "backend: kubeconfig").replace(
+        "deviceClass: draguard-test-driver}", "deviceClass: draguard-test-driver, restartCommand: 'true'}")
+    problems, _ = problems_of(text, "s.yaml")
+    assert [str(p) for p in problems if "driver-down" in str(p) and "stop-driver" in str(p)], problems
+    problems, _ = problems_of(text.replace("backend: kubeconfig", "backend: local"), "s.yaml")
+    assert any("'restartCommand' restarts a driver installed in a cluster" in str(p) for p in problems), problems
 
 
 SCENARIO = """apiVersion: draguard.dev/v1alpha1
@@ -94,7 +122,7 @@ def test_driver_and_node_chaos_validate_on_kind_and_are_refused_on_kubeconfig_wi
     problems, _ = problems_of(SCENARIO.replace("backend: kind", "backend: kubeconfig"), "s.yaml")
     text = [str(p) for p in problems]
     assert any(p.startswith("s.yaml:18:14: spec.timeline[0].fault: fault 'driver-down' cannot run here: it needs "
-                            "restart-driver") for p in text), text
+                            "stop-driver") for p in text), text
     assert any(p.startswith("s.yaml:23:14: spec.timeline[1].fault: fault 'node-loss' cannot run here: it needs "
                             "kill-node, but spec.cluster.backend is kubeconfig") for p in text), text
     named = SCENARIO.replace("backend: kind", "backend: kubeconfig").replace(

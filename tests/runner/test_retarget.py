@@ -33,8 +33,10 @@ FACTS = ClusterFacts({"n0": FOUR, "n1": FOUR}, frozenset(), {"n0": frozenset({"c
 TARGET = RunTarget(DRIVER, "test-class", allow_destructive=True)
 
 FAKE_FAULT = "is a fault of draguard's fake driver"
-NO_DAEMONSET = ("restarts or stops the driver, which draguard does through the driver's DaemonSet; none runs this "
-                "driver (no DaemonSet mounts its plugin directory)")
+NO_DAEMONSET = ("restarts the driver, which draguard does through the driver's DaemonSet or a --restart-command; none "
+                "runs this driver (no DaemonSet mounts its plugin directory) and no --restart-command was given")
+NO_STOP = ("keeps the driver down for a while, which draguard does through the driver's DaemonSet; none runs this "
+           "driver (no DaemonSet mounts its plugin directory)")
 NOT_OURS = "restarts or loses a node, which draguard does only to its own nodes"
 MUTANT = "it runs the fake driver's mutant"
 NO_RPC_FAULTS = ("makes the driver's calls fail, which needs the gRPC interposer in front of its sockets, which are "
@@ -58,14 +60,14 @@ CASES: dict[str, tuple[str | None, ...]] = {
     "gpu-faults-correct-driver": ("step off-bus (device-failure) " + FAKE_FAULT,),
     "gpu-faults-silent-health": (MUTANT + " 'silent-health'", "step off-bus (device-failure) " + FAKE_FAULT),
     "driver-crash-before-prepare-reply": ("step 0-driver-crash (driver-crash) " + FAKE_FAULT,),
-    "driver-down-until-cleanup": ("step 0-driver-down (driver-down) " + NO_DAEMONSET,),
+    "driver-down-until-cleanup": ("step 0-driver-down (driver-down) " + NO_STOP,),
     "driver-restart-mid-gang": ("step 0-driver-restart (driver-restart) " + NO_DAEMONSET,),
     "driver-restart-under-churn": ("step restart-drivers (driver-restart) " + NO_DAEMONSET,
                                    "it needs 2 node(s) with at least 8 device(s) each; devices per node: n0: 4, n1: 4"),
     "drain-node-unprepare-failure": ("step 0-unprepare-failure (unprepare-failure) " + NO_RPC_FAULTS,),
     "evict-before-prepare-succeeded": ("step 0-prepare-failure (prepare-failure) " + NO_RPC_FAULTS,),
     "evict-during-prepare": ("step 0-prepare-hang (prepare-hang) " + NO_RPC_FAULTS,),
-    "force-delete-driver-down": ("step down (driver-down) " + NO_DAEMONSET,),
+    "force-delete-driver-down": ("step down (driver-down) " + NO_STOP,),
     "reset-failure-correct-driver": ("step 0-reset-failure (reset-failure) " + FAKE_FAULT,),
     "slow-reset-does-not-block-prepare": ("step slow (reset-slow) " + FAKE_FAULT,),
     "failing-claim-does-not-strand-batch": ("step reset-fails (reset-failure) " + FAKE_FAULT,

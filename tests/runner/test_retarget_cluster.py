@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -61,6 +63,7 @@ class Installed:
     kube: Kube
     nodes: list[str]
     device_class: str
+    drivers: dict[str, ExternalPluginProcess]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +92,7 @@ def installed(draguard_cluster: Any) -> Iterator[Installed]:
             return set(nodes) <= {s["spec"].get("nodeName") for s in items if s["spec"].get("devices")}
 
         wait(published, "the upstream driver's slices", 60)
-        yield Installed(Path(draguard_cluster.kubeconfig), kube, nodes, cls)
+        yield Installed(Path(draguard_cluster.kubeconfig), kube, nodes, cls, dict(zip(nodes, procs)))
     finally:
         for proc in procs:
             proc.stop()
@@ -100,6 +103,51 @@ def installed(draguard_cluster: Any) -> Iterator[Installed]:
             kube.delete("Node", n)
             kube.delete("Lease", n, LEASE_NAMESPACE)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_restart_command_restarts_a_driver_no_daemonset_runs(installed: Installed, tmp_path: Path) -> None:
+    """--restart-command: the user's way of restarting the driver on a node (here: a marker file that a
+    supervisor, standing in for systemd or an operator, answers by restarting that node's driver)."""
+    markers = tmp_path / "restart"
+    markers.mkdir()
+    restarted: list[tuple[str, int | None, int | None]] = []
+    stop = threading.Event()
+
+    def supervise() -> None:
+        while not stop.is_set():
+            for marker in markers.glob("*"):
+                proc = installed.drivers[marker.name]
+                before = proc.pid
+                proc.restart(kill=True)
+                restarted.append((marker.name, before, proc.pid))
+                marker.unlink()
+            time.sleep(0.1)
+
+    supervisor = threading.Thread(target=supervise, daemon=True)
+    supervisor.start()
+    command = f"touch {markers}/{{node}} && while [ -e {markers}/{{node}} ]; do sleep 0.1; done"
+    try:
+        done = _draguard("run", str(LIBRARY / "driver-restart-mid-gang.yaml"), str(LIBRARY / "driver-down-until-cleanup.yaml"),
+                         "--kubeconfig", str(installed.kubeconfig), "--driver", TEST_DRIVER_NAME,
+                         "--device-class", installed.device_class, "--restart-command", command,
+                         "--report", "terminal,json", "--report-dir", str(tmp_path / "out"))
+    finally:
+        stop.set()
+        supervisor.join(5)
+    print(done.stderr[-4000:])
+    by = {s["name"]: s for s in json.loads((tmp_path / "out" / "verdict.json").read_text())["scenarios"]}
+    ran = by["driver-restart-mid-gang"]
+    assert ran["outcome"] != "not-applicable", ran["notApplicable"]
+    [step] = ran["steps"]
+    assert (step["fault"], step["status"]) == ("driver-restart", "ok") and step["fired"] >= 1, step
+    # Each node the step targeted had its driver restarted by the command: a new process there.
+    assert len(restarted) == step["fired"], restarted
+    assert all(node in installed.nodes and old != new for node, old, new in restarted), restarted
+    # A restart command cannot keep the driver down: driver-down stays not applicable, saying why.
+    down = by["driver-down-until-cleanup"]
+    assert down["outcome"] == "not-applicable" and "keeps the driver down for a while" in down["notApplicable"]
+    if ran["outcome"] != "met":
+        assert "--restart-command" in done.stderr and f"replay: draguard run" in done.stderr
 
 
 def _draguard(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
@@ -232,6 +280,9 @@ def test_dry_run_says_what_applies(installed: Installed) -> None:
     (("--driver", "gpu.nobody.example.com", "--device-class", "@class"),
      "--driver gpu.nobody.example.com: the driver publishes no devices on any schedulable node"),
     (("--driver", TEST_DRIVER_NAME), "--driver and --device-class go together"),
+    (("--restart-command", "true"), "--restart-command restarts an installed driver: give it with --driver"),
+    (("--cluster", "local", "--driver", TEST_DRIVER_NAME, "--device-class", "@class", "--restart-command", "true"),
+     "--restart-command restarts a driver installed in a cluster; with --cluster local draguard runs the driver"),
 ])
 def test_bad_input_exits_2_and_starts_nothing(installed: Installed, tmp_path: Path, args: tuple[str, ...],
                                               message: str) -> None:

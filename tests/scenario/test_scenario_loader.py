@@ -121,7 +121,7 @@ def test_unknown_invariant_is_rejected(faults: Registry[Any]) -> None:
     [problem] = problems(text, faults)
     assert problem.startswith(
         "s.yaml:25:26: spec.expect.hold[1]: unknown invariant 'gang-atomix'; did you mean 'gang-atomic'? "
-        "expected one of: claim-atomic, container-devices, gang-atomic,"
+        "expected one of: cdi-specs-resolve, claim-atomic, container-devices, gang-atomic,"
     )
 
 

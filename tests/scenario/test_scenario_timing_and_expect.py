@@ -105,9 +105,9 @@ def test_a_fault_the_run_cannot_perform_is_rejected_with_the_step_position_and_r
     text = text.replace("deviceClassName: gpu.draguard.dev", "deviceClassName: gpu.example.com")
     [problem] = [p for p in problems(text) if "cannot run here" in p]
     assert problem == ("s.yaml:23:14: spec.timeline[0].fault: fault 'driver-down' cannot run here: it needs "
-                       "restart-driver, but spec.driver.kind is external and names no driver.daemonSet (nor runs on "
+                       "stop-driver, but spec.driver.kind is external and names no driver.daemonSet (nor runs on "
                        "cluster.backend: kind, where draguard finds it, or local, where draguard runs it): draguard "
-                       "cannot restart it")
+                       "cannot stop it")
 
 
 def test_an_external_driver_on_the_local_backend_is_restarted_and_interposed_by_default() -> None:
