@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 from draguard.harness.core.errors import HarnessError
-from draguard.harness.core.fsio import atomic_write
+from draguard.harness.core.fsio import atomic_write, damaged
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.runner.context import StepContext
 from draguard.harness.runner.journal import UndoAction
@@ -25,13 +25,6 @@ from draguard.harness.scenario.format import Params
 class CheckpointCorruptParams(Params):
     mode: Literal["truncated", "garbled"] = "truncated"
     """``truncated``: the first half of the file is kept; ``garbled``: 16 bytes in the middle are overwritten."""
-
-
-def _damaged(data: bytes, mode: str, at: float) -> bytes:
-    if mode == "truncated":
-        return data[: len(data) // 2]
-    start = int((len(data) - 16) * at) if len(data) > 16 else 0
-    return data[:start] + b"\xff" * 16 + data[start + 16:]
 
 
 @FAULTS.register("checkpoint-corrupt", summary="damage the fake driver's checkpoint (truncated or garbled) while it is "
@@ -49,7 +42,7 @@ def checkpoint_corrupt(ctx: StepContext, params: CheckpointCorruptParams | None)
             raise HarnessError(f"step {ctx.step.name}: the driver on {node} has written no checkpoint yet ({path}); "
                                "run the step once it prepared a claim (a when: condition)") from None  # fmt: skip
         ctx.before(UndoAction("write-file", {"path": str(path), "content": original.decode()}))
-        atomic_write(path, _damaged(original, params.mode, 0.25 + ctx.rng.random() / 2))
+        atomic_write(path, damaged(original, params.mode, 0.25 + ctx.rng.random() / 2))
         ctx.fired()
         driver.start()
         ctx.note(f"checkpoint of the driver on {node} {params.mode} ({len(original)} bytes) while it was down; "

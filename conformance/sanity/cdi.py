@@ -75,3 +75,32 @@ def spec_removed(ctx: SanityContext) -> None:
     expect(not left and not still, f"after unprepare of {claim}: specs {left} remain, IDs {still} still resolve",
            [str(claim)], [d0[1]])
 
+
+
+@sanity_check(
+    "sanity.cdi.recreated-on-reprepare",
+    rule="a repeated prepare of a prepared claim whose CDI spec is gone writes it again: its CDI device IDs resolve",
+    source=f"{SOURCE}; after a node reboot the CDI spec directory (tmpfs) is empty and the kubelet prepares the "
+           "running pods' claims again (kubernetes/kubernetes#141433, PR #141966)",
+    aimed_at=("cdi-not-recreated",),
+)
+def recreated_on_reprepare(ctx: SanityContext) -> None:
+    """A reboot's effect on the CDI directory, without rebooting: the claim's specs removed, then the
+    same prepare again, as the kubelet sends it for a pod that still runs."""
+    cdi_dir = ctx.cdi_dir()
+    (d0,) = ctx.devices(1)
+    claim = ctx.claim([d0])
+    result = ctx.prepared_ok(claim)
+    ids = [i for d in result.devices for i in d.cdi_device_ids]
+    if not ids:
+        raise Skip(f"prepare of {claim} returned no CDI device IDs (allowed: a driver need not use CDI)")
+    removed = specs_naming(cdi_dir, claim.uid)
+    if not removed:
+        raise Skip(f"no CDI spec in {cdi_dir} names {claim.uid}: the driver's specs cannot be told apart to remove")
+    for name in removed:
+        (cdi_dir / name).unlink(missing_ok=True)
+    again = ctx.prepared_ok(claim)
+    ids = [i for d in again.devices for i in d.cdi_device_ids] or ids
+    problems = _resolve_problems(cdi_dir, ids)
+    expect(not problems, f"the CDI specs of {claim} ({', '.join(removed)}) were gone and it was prepared again, "
+           f"yet its CDI IDs {ids} do not resolve in {cdi_dir}: {'; '.join(problems)}", [str(claim)], [d0[1]])

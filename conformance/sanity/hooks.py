@@ -18,7 +18,9 @@ from typing import Any
 
 from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.devices.truth import DeviceTruth, HardwareFault, HardwareFaultKind
+from draguard.harness.core.fsio import atomic_write, damaged
 from draguard.harness.driver.fault_control import Faults, clear_faults, set_faults
+from draguard.harness.driver.state import checkpoint_path
 from draguard.harness.grpcapi.plugin import ClaimRef
 
 from ..checks import run_restart_command
@@ -69,6 +71,8 @@ class FakeDriverHooks:
 
     def unavailable(self, name: str) -> str:
         """Why hook ``name`` cannot be done on this fake driver ("" when it can)."""
+        if name == "restart_with_corrupt_checkpoint":
+            name = "restart"
         if name == "restart":
             if self.process is None:
                 return ("the suite cannot restart this fake driver: it was not started by the suite's caller "
@@ -109,6 +113,16 @@ class FakeDriverHooks:
 
     def repair_hardware(self, device: str) -> None:
         DeviceTruth(self.root, self.node).repair(device)
+
+    def restart_with_corrupt_checkpoint(self) -> None:
+        """Kill the driver, truncate its checkpoint (a write cut short), start it again."""
+        why = self.unavailable("restart")
+        if why:
+            raise NotImplementedError(why)
+        path = checkpoint_path(self.root, self.node, self.driver)
+        self.process.kill()
+        atomic_write(path, damaged(path.read_bytes(), "truncated"))
+        self.process.start()
 
     def device_sharing(self, device: str) -> str | None:
         rec = DeviceTruth(self.root, self.node).read().devices.get(device)

@@ -72,3 +72,29 @@ def interrupted_prepare(ctx: SanityContext) -> None:
     expect(other.uid in answer and not answer[other.uid].error,
            f"after a crash inside the prepare of {claim}, a restart and its unprepare, {d0[1]} cannot be "
            f"prepared: {answer.get(other.uid)!r}", [str(claim), str(other)], [d0[1]])
+
+
+@sanity_check(
+    "sanity.restart.corrupt-checkpoint",
+    rule="a driver that starts on a damaged checkpoint still knows the claims it had prepared: their unprepare "
+         "releases the devices and removes the CDI specs",
+    source="kubernetes-sigs/dra-driver-nvidia-gpu#1100 (a corrupted checkpoint; PR #1259 rebuilds and reports it)",
+    aimed_at=("discard-corrupt-checkpoint",),
+    needs=("restart_with_corrupt_checkpoint",),
+)
+def corrupt_checkpoint(ctx: SanityContext) -> None:
+    (d0,) = ctx.devices(1)
+    claim = ctx.claim([d0])
+    ctx.prepared_ok(claim)
+    ctx.call_hook("restart_with_corrupt_checkpoint")
+    ctx.wait_ready()
+    ctx.unprepared_ok(claim)
+    if ctx.config.cdi_dir is not None:
+        left = specs_naming(ctx.config.cdi_dir, claim.uid)
+        expect(not left, f"after a restart on a damaged checkpoint, unprepare of {claim} answered success but left "
+               f"its CDI spec(s) {left}: the driver forgot what it had prepared", [str(claim)], [d0[1]])
+    other = ctx.claim([d0])
+    answer = ctx.prepare(other)
+    expect(other.uid in answer and not answer[other.uid].error,
+           f"after a restart on a damaged checkpoint and the unprepare of {claim}, {d0[1]} cannot be prepared: "
+           f"{answer.get(other.uid)!r}", [str(claim), str(other)], [d0[1]])

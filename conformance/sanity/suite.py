@@ -148,6 +148,9 @@ class DriverHooks(Protocol):
     def repair_hardware(self, device: str) -> None:
         """Repair ``device`` in the hardware: healthy, no Xid, no ECC error."""
 
+    def restart_with_corrupt_checkpoint(self) -> None:
+        """Stop the driver, damage the file it keeps its prepared claims in, start it again."""
+
     def device_sharing(self, device: str) -> str | None:
         """The sharing set up on ``device`` in the hardware (``TimeSlicing``, ``MPS``), or None."""
 

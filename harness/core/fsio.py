@@ -28,6 +28,7 @@ __all__ = [
     "vouches",
     "STAMP_SETTLED_AFTER",
     "cleanup_temporaries",
+    "damaged",
 ]
 
 Sync = Literal["none", "file", "full"]
@@ -141,3 +142,12 @@ def cleanup_temporaries(directory: Path, prefix: str) -> None:
             p.unlink()
         except OSError:
             pass
+
+
+def damaged(data: bytes, mode: str, at: float = 0.5) -> bytes:
+    """A file's bytes damaged as a cut-short write (``truncated``: the first half kept) or a bad
+    disk block (``garbled``: 16 bytes from ``at`` of the way in overwritten with bytes that are not UTF-8)."""
+    if mode == "truncated":
+        return data[: len(data) // 2]
+    start = int((len(data) - 16) * at) if len(data) > 16 else 0
+    return data[:start] + b"\xff" * 16 + data[start + 16:]
