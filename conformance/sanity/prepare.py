@@ -1,5 +1,6 @@
 """NodePrepareResources: the shape of its answer, per-claim errors, idempotence, replaced and foreign
-claims, a device already in use, and a prepare that finishes after its claim was unprepared.
+claims, a device already in use (and one given with admin access), and a prepare that finishes after
+its claim was unprepared.
 
 Rules from the kubelet's use of the call (kubernetes ``pkg/kubelet/cm/dra/manager.go``: one call per
 driver with all of a pod's claims, an answer entry required per claim UID, retried on error) and
@@ -159,6 +160,32 @@ def device_in_use(ctx: SanityContext) -> None:
            f"{d0[1]} was prepared for {second} while {first} held it", [str(first), str(second)], [d0[1]])
     ctx.unprepared_ok(first)
     ctx.prepared_ok(second)
+
+
+@sanity_check(
+    "sanity.prepare.admin-access",
+    rule="a claim given with admin access a device another claim holds is prepared with that device, and "
+         "unpreparing it leaves the holder's preparation as it was",
+    source="KEP-5018 (DRA admin access: an admin-access request is allocated devices already in use, to monitor or "
+           "maintain them; kubernetes/enhancements keps/sig-auth/5018-dra-adminaccess)",
+    capability="admin-access",
+)
+def admin_access(ctx: SanityContext) -> None:
+    (d0,) = ctx.devices(1)
+    holder = ctx.claim([d0])
+    held = _devices(ctx.prepared_ok(holder))
+    admin = ctx.claim([d0], admin_access=True)
+    got = _devices(ctx.prepared_ok(admin))
+    expect([d[:2] for d in got] == [d0], f"prepare of {admin} (admin access to {d0[1]}, held by {holder}) answered "
+           f"{got}", [str(holder), str(admin)], [d0[1]])
+    ctx.unprepared_ok(admin)
+    again = _devices(ctx.prepared_ok(holder))
+    expect(again == held, f"after {admin} was unprepared, {holder} answers {again}; before, {held}",
+           [str(holder), str(admin)], [d0[1]])
+    if ctx.config.cdi_dir is not None:
+        expect(bool(specs_naming(ctx.config.cdi_dir, holder.uid)),
+               f"after {admin} was unprepared, no CDI spec names {holder} (its container could not start)",
+               [str(holder), str(admin)], [d0[1]])
 
 
 @sanity_check(

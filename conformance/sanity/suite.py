@@ -79,6 +79,9 @@ __all__ = [
 log = logging.getLogger("draguard.sanity")
 
 PREFIX = "sanity."
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+"""The namespace label without which the API server refuses claims asking for admin access (KEP-5018,
+kubernetes/enhancements keps/sig-auth/5018-dra-adminaccess); the suite's own namespace carries it."""
 SANITY_CLASS = "draguard-sanity"
 """DeviceClass name written into the claims' requests (the scheduler is bypassed, so it need not exist)."""
 OTHER_DRIVER = "other.sanity.draguard.dev"
@@ -405,10 +408,20 @@ class SanityContext:
         driver: str | None = None,
         node: str | None = None,
         config: Sequence[Mapping[str, Any]] = (),
+        admin_access: bool = False,
     ) -> ClaimRef:
-        """A ResourceClaim allocated ``devices`` (pool, device) of ``driver`` on ``node``, as the scheduler writes it."""
+        """A ResourceClaim allocated ``devices`` (pool, device) of ``driver`` on ``node``, as the scheduler writes it.
+
+        ``admin_access``: the request asks for admin access and its results carry ``adminAccess``, as the
+        scheduler allocates a device already in use to such a request; skips when the namespace lacks
+        :data:`ADMIN_ACCESS_LABEL` (the API server would refuse the claim)."""
         if self.kube is None or self.namespace is None:
             raise HarnessError(f"cannot create ResourceClaims: {self.setup_error}")
+        if admin_access:
+            labels = ((self.kube.get("Namespace", self.namespace) or {}).get("metadata") or {}).get("labels") or {}
+            if labels.get(ADMIN_ACCESS_LABEL) != "true":
+                raise Skip(f"namespace {self.namespace} lacks the label {ADMIN_ACCESS_LABEL}=true, without which "
+                           "the API server refuses a claim asking for admin access")
         with self._lock:
             self._seq += 1
             seq = self._seq
@@ -420,7 +433,8 @@ class SanityContext:
             "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": self.namespace, "labels": {RUN_LABEL: self.run_id}},
             "spec": {"devices": {"requests": [
-                {"name": "req", "exactly": {"deviceClassName": SANITY_CLASS, "count": max(1, len(devices))}}
+                {"name": "req", "exactly": {"deviceClassName": SANITY_CLASS, "count": max(1, len(devices)),
+                                            **({"adminAccess": True} if admin_access else {})}}
             ]}},
         }
         try:
@@ -428,7 +442,8 @@ class SanityContext:
             created["status"] = {
                 "allocation": {
                     "devices": {"results": [
-                        {"request": "req", "driver": driver, "pool": pool, "device": dev} for pool, dev in devices
+                        {"request": "req", "driver": driver, "pool": pool, "device": dev,
+                         **({"adminAccess": True} if admin_access else {})} for pool, dev in devices
                     ], "config": [{"source": "FromClaim", "opaque": dict(c)} for c in config]},
                     "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
                         {"key": "metadata.name", "operator": "In", "values": [node]}
@@ -635,7 +650,7 @@ def open_context(config: SanityConfig, hooks: Any = None) -> Iterator[SanityCont
             namespace = config.namespace
         else:
             namespace = f"draguard-sanity-{run_id}"
-            kube.create_namespace(namespace, {RUN_LABEL: run_id}, wait=False)
+            kube.create_namespace(namespace, {RUN_LABEL: run_id, ADMIN_ACCESS_LABEL: "true"}, wait=False)
     except (ApiError, HarnessError, UsageError, OSError) as exc:
         setup_error = f"{type(exc).__name__}: {exc}"
         namespace = None
