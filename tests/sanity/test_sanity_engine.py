@@ -64,9 +64,11 @@ def test_checks_whose_hooks_cannot_be_done_are_skipped_before_they_start_with_th
     hooks = FakeDriverHooks(root, NODE, DEFAULT_DRIVER, process=None)
     result = run_sanity(_config(fake_server, kubeconfig, select=("sanity.restart.*",)), hooks)
     got = _statuses(result)
-    assert set(got) == {"sanity.restart.interrupted-prepare", "sanity.restart.state-survives"}
-    for status, reason in got.values():
-        assert status == "skipped" and "'restart' hook" in reason and "not started by the suite's caller" in reason
+    assert set(got) == {"sanity.restart.interrupted-prepare", "sanity.restart.state-survives",
+                        "sanity.restart.corrupt-checkpoint"}
+    for check, (status, reason) in got.items():
+        hook = "restart_with_corrupt_checkpoint" if check.endswith("corrupt-checkpoint") else "restart"
+        assert status == "skipped" and f"'{hook}' hook" in reason and "not started by the suite's caller" in reason
     assert all(c.duration == 0 for c in result.checks)  # never started: no claim, no crash
     assert "stopped" not in result.environment
 
