@@ -222,7 +222,8 @@ def caught(record: dict[str, Any], baseline: dict[str, Any], suite: str, without
     return found
 
 
-def matrix(records: dict[str, dict[str, Any]], new: Iterable[str], command: str) -> dict[str, Any]:
+def matrix(records: dict[str, dict[str, Any]], new: Iterable[str], command: str,
+           notes: Iterable[str] = ()) -> dict[str, Any]:
     """The JSON of the matrix from per-variant records (``unmodified`` among them)."""
     baseline = records[Variant.name]
     new = tuple(new)
@@ -239,7 +240,7 @@ def matrix(records: dict[str, dict[str, Any]], new: Iterable[str], command: str)
         rows.append(row)
     falsepos = {}
     if "library" in baseline:
-        falsepos["library"] = sorted(f"{n} ({', '.join(s['violated']) or s['outcome']})"
+        falsepos["library"] = sorted(f"{n} ({', '.join(s.get('unmet') or ()) or s['outcome']})"
                                      for n, s in baseline["library"]["scenarios"].items()
                                      if s["outcome"] not in ("met", "not-applicable"))
     for suite in ("sanity", "conformance"):
@@ -257,6 +258,7 @@ def matrix(records: dict[str, dict[str, Any]], new: Iterable[str], command: str)
                        "libraryApplied": sorted(n for n, s in ((baseline.get("library") or {}).get("scenarios") or {}).items()
                                                 if s["outcome"] != "not-applicable")},
         "variants": rows,
+        "notes": list(notes),
         "seconds": seconds,
     }
 
@@ -269,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--combine", action="store_true", help="measure nothing: combine the records in --out")
     ap.add_argument("--new", action="append", default=[], help="invariants new in this measurement (repeatable)")
     ap.add_argument("--json", type=Path, help="write the matrix JSON here (with --combine)")
+    ap.add_argument("--note", action="append", default=[], help="a sentence the matrix carries (repeatable)")
+    ap.add_argument("--command", default="python -m draguard.conformance.upstream_matrix --out DIR",
+                    help="how the records were measured, as the matrix says")
     args = ap.parse_args(argv)
     if not args.combine:
         for name in args.variant or [Variant.name, *VARIANTS]:
@@ -284,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict = args.out / name / "library" / "verdict.json"
         if "library" in rec and verdict.is_file():
             rec["library"]["scenarios"] = library_summary(verdict)
-    command = "python -m draguard.conformance.upstream_matrix --out DIR; --combine"
-    data = matrix(records, args.new, command)
+    data = matrix(records, args.new, args.command, args.note)
     text = json.dumps(data, indent=1) + "\n"
     if args.json:
         args.json.write_text(text)

@@ -68,11 +68,15 @@ def render_markdown(data: dict[str, Any], json_name: str = JSON) -> str:
     if new:
         lines += ["", "New invariants in this measurement (the library's figures without them come from the same "
                   "runs, their violations left out): " + ", ".join(f"`{n}`" for n in new) + "."]
-    lines += ["", "## Variants", "", "| variant | bug | " + " | ".join(t for _, t in _SUITES) + " |",
-              "|---|---|" + "---|" * len(_SUITES)]
+    titles = [t for _, t in _SUITES] + (["library without the new invariants"] if new else [])
+    lines += ["", "## Variants", "", "| variant | bug | " + " | ".join(titles) + " |",
+              "|---|---|" + "---|" * len(titles)]
     for row in rows:
-        lines.append(f"| `{row['variant']}` | {row.get('bug', '')} | "
-                     + " | ".join(_cell(row, s) for s, _ in _SUITES) + " |")
+        cells = [_cell(row, s) for s, _ in _SUITES] + ([_cell(row, "library", "caughtWithoutNew")] if new else [])
+        lines.append(f"| `{row['variant']}` | {row.get('bug', '')} | " + " | ".join(cells) + " |")
+    notes = data.get("notes") or []
+    if notes:
+        lines += ["", "## Notes", "", *(f"- {n}" for n in notes)]
     fails = base.get("failsAlready") or {}
     applied = base.get("libraryApplied") or []
     lines += ["", "## The released driver", ""]
