@@ -17,6 +17,7 @@ from draguard.harness.campaign.selfcheck import run_allocation_check
 from draguard.harness.cluster import binaries as bins
 from draguard.harness.cluster.kind import engine, quirks
 from draguard.harness.cluster.kind.cluster import KindCluster, ensure_node_image, list_kind_clusters
+from draguard.harness.cluster.kind.draguardimage import draguard_image
 from draguard.harness.cluster.kind.driverimage import fake_driver_image
 from draguard.harness.cluster.kind.image import upstream_driver_image
 from draguard.harness.cluster.local import (
@@ -197,6 +198,28 @@ def kind_driver_image(name: str, which: str) -> None:
         tag, archive = upstream_driver_image(Path(tmp) / "dra-test-driver.tar", progress=_progress)
         cluster.load_image_archive(archive)
     click.echo(tag)
+
+
+@command.command("draguard-image")
+@name_option
+@click.option("--load/--no-load", default=True, show_default=True,
+              help="Load the image into kind cluster NAME's nodes (--no-load: only build it and print its archive).")
+def draguard_image_command(name: str, load: bool) -> None:
+    """Build draguard's own image (the whole CLI, for deploy/draguard-certify-job.yaml and deploy/sonobuoy-plugin.yaml)
+    offline, cached by its content; load it into a kind cluster; print its tag."""
+    cluster = KindCluster(name, progress=_progress)
+    if load and KindCluster.of_kubeconfig(cluster.kubeconfig) is None:
+        raise UsageError(f"kind cluster {name!r} is not up; `draguard cluster up --backend kind --name {name}` first, "
+                         "or --no-load")
+    t0 = time.monotonic()
+    image, stages = draguard_image(progress=_progress)
+    _progress(f"draguard image {image.keyed_tag} in {time.monotonic() - t0:.1f}s "
+              + ("(cached)" if len(stages) == 1 else "(" + ", ".join(f"{k} {v}" for k, v in stages.items()) + ")"))
+    if load:
+        cluster.load_image_archive(image.tarball)
+        click.echo(image.tag)
+    else:
+        click.echo(f"{image.tag} {image.tarball}")
 
 
 @command.command("status")

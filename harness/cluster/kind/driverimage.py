@@ -1,4 +1,6 @@
-"""draguard's fake DRA driver as an image for kind nodes, assembled offline from this checkout.
+"""draguard's Python images for kind nodes, assembled offline from this checkout: the fake DRA driver
+(:func:`fake_driver_image`) and the whole CLI (:mod:`.draguardimage` names its requirements and calls
+:func:`python_image`, which holds the steps both share).
 
 No registry and no Dockerfile: the image is the cached Debian rootfs of the node image
 (:func:`.image.base_rootfs`, debootstrap bookworm) with
@@ -12,9 +14,11 @@ No registry and no Dockerfile: the image is the cached Debian rootfs of the node
 3. a smoke check (the driver's entry point imported by the image's own python3), then the rootfs as the
    one layer of a docker-archive (:func:`.oci.write_archive`), ``kind load image-archive``-able.
 
-Cached as ``$XDG_CACHE_HOME/draguard/kind/fake-driver-<key>.tar``; the key hashes every version that goes
-in: the base rootfs's key, the Debian package, the pinned requirements, the wheel's content (each member's
-name and bytes, not the zip's timestamps) and this module's format. Talks to: apt (in the chroot), pip.
+Cached as ``$XDG_CACHE_HOME/draguard/kind/<stem>-<key>.tar`` (stem ``fake-driver`` or ``draguard``); the
+key hashes every version that goes in: the base rootfs's key, the Debian package, the pinned
+requirements, the wheel's content (each member's name and bytes, not the zip's timestamps), the
+entrypoint (the fake driver's key leaves it out, as before) and this module's format. Talks to: apt (in
+the chroot), pip.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from draguard.harness.cluster.kind import image as image_mod
 from draguard.harness.cluster.kind.oci import ImageSpec, write_archive
 from draguard.harness.core.errors import HarnessError, UsageError
 
-__all__ = ["FAKE_DRIVER_REPO", "FakeDriverImage", "fake_driver_image", "driver_requirements", "source_root"]
+__all__ = ["FAKE_DRIVER_REPO", "FakeDriverImage", "ImageRecipe", "PythonImage", "fake_driver_image", "driver_requirements",
+           "pinned", "python_image", "source_root"]
 
 Progress = Callable[[str], None]
 FAKE_DRIVER_REPO = "draguard.dev/fake-driver"
@@ -59,15 +64,20 @@ def source_root() -> Path:
     return root
 
 
-def driver_requirements() -> list[str]:
-    """The fake driver's runtime requirements, each pinned to the version installed here."""
+def pinned(names: tuple[str, ...] | list[str], what: str) -> list[str]:
+    """``name==version`` for each name, the version installed here; UsageError naming one not installed."""
     out = []
-    for name in RUNTIME:
+    for name in names:
         try:
             out.append(f"{name}=={importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError as exc:
-            raise UsageError(f"cannot pin the fake driver's requirement {name}: not installed here") from exc
+            raise UsageError(f"cannot pin {what}'s requirement {name}: not installed here") from exc
     return out
+
+
+def driver_requirements() -> list[str]:
+    """The fake driver's runtime requirements, each pinned to the version installed here."""
+    return pinned(RUNTIME, "the fake driver")
 
 
 def _run(cmd: list[str], what: str, log: Path, cwd: Path | None = None) -> None:
@@ -113,22 +123,41 @@ def wheel_digest(wheel: Path) -> str:
 
 
 @dataclass(frozen=True)
-class FakeDriverImage:
+class PythonImage:
     key: str
     version: str
+    repo: str = FAKE_DRIVER_REPO
+    stem: str = "fake-driver"
 
     @property
     def tag(self) -> str:
-        """The tag deploy/fake-driver.yaml names."""
-        return f"{FAKE_DRIVER_REPO}:{self.version}"
+        """The tag the deploy/ manifests name (the draguard version)."""
+        return f"{self.repo}:{self.version}"
 
     @property
     def keyed_tag(self) -> str:
-        return f"{FAKE_DRIVER_REPO}:{self.version}-{self.key}"
+        return f"{self.repo}:{self.version}-{self.key}"
 
     @property
     def tarball(self) -> Path:
-        return image_mod.kind_dir() / f"fake-driver-{self.key}.tar"
+        return image_mod.kind_dir() / f"{self.stem}-{self.key}.tar"
+
+
+FakeDriverImage = PythonImage
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """What one Python image holds beyond the shared base: its name, requirements, entry point and smoke check."""
+
+    stem: str  # the cache file's and the build log's stem
+    repo: str
+    title: str  # for progress and errors: "fake driver image"
+    requirements: list[str]
+    entrypoint: list[str]
+    smoke: str  # python code the image's python3 runs; it prints ok
+    key_extra: tuple[str, ...] = ()
+    command: tuple[str, str] | None = None  # (name, module): /usr/local/bin/<name> runs python3 -m <module>
 
 
 _PYTHON_SCRIPT = r"""
@@ -150,22 +179,29 @@ _SMOKE = "import draguard.harness.driver.main, draguard.harness.driver.service, 
 
 def fake_driver_image(progress: Progress = print) -> tuple[FakeDriverImage, dict[str, float]]:
     """The fake driver's image archive (built, or reused from the cache) and the time each stage took."""
+    return python_image(ImageRecipe("fake-driver", FAKE_DRIVER_REPO, "fake driver image", driver_requirements(),
+                                    ["python3", "-m", "draguard.harness.driver.main"], _SMOKE), progress)
+
+
+def python_image(recipe: ImageRecipe, progress: Progress = print) -> tuple[PythonImage, dict[str, float]]:
+    """The recipe's image archive (built, or reused from the cache) and the time each stage took."""
+    title = recipe.title
     missing = [m for m in image_mod.missing_build_tools() if not m.startswith("go ")]
     if missing:
-        raise UsageError(f"cannot build the fake driver's image offline: missing {', '.join(missing)}")
+        raise UsageError(f"cannot build the {title} offline: missing {', '.join(missing)}")
     kind_dir = image_mod.kind_dir()
     kind_dir.mkdir(parents=True, exist_ok=True)
-    log = kind_dir / "fake-driver-build.log"
+    log = kind_dir / f"{recipe.stem}-build.log"
     times: dict[str, float] = {}
-    work = Path(tempfile.mkdtemp(prefix="fake-driver-", dir=kind_dir))
+    work = Path(tempfile.mkdtemp(prefix=f"{recipe.stem}-", dir=kind_dir))
     try:
         t0 = time.monotonic()
         wheel = build_wheel(work, log)
-        requirements = driver_requirements()
+        requirements = recipe.requirements
         version = wheel.name.split("-")[1]
         key = hashlib.sha256("\0".join([image_mod.base_key(), *DEBIAN_PACKAGES, PYTHON, *PLATFORMS, *requirements,
-                                        wheel_digest(wheel), _FORMAT]).encode()).hexdigest()[:16]  # fmt: skip
-        img = FakeDriverImage(key, version)
+                                        wheel_digest(wheel), _FORMAT, *recipe.key_extra]).encode()).hexdigest()[:16]  # fmt: skip
+        img = PythonImage(key, version, recipe.repo, recipe.stem)
         times["wheel_s"] = round(time.monotonic() - t0, 1)
         if img.tarball.is_file():
             return img, times
@@ -175,35 +211,41 @@ def fake_driver_image(progress: Progress = print) -> tuple[FakeDriverImage, dict
         root = work / "rootfs"
         root.mkdir()
         t0 = time.monotonic()
-        progress(f"fake driver image: Debian's {' '.join(DEBIAN_PACKAGES)} into the {image_mod.DEBIAN_SUITE} rootfs")
+        progress(f"{title}: Debian's {' '.join(DEBIAN_PACKAGES)} into the {image_mod.DEBIAN_SUITE} rootfs")
         _run(["tar", "-C", str(root), "--numeric-owner", "--xattrs", "-xf", str(base)], "unpacking the Debian rootfs", log)
         _run(["unshare", "--mount", "--propagation", "private", "sh", "-c", _PYTHON_SCRIPT, "python", str(root),
               *DEBIAN_PACKAGES], "installing python3 in the rootfs", log)  # fmt: skip
         times["python3_s"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
-        progress(f"fake driver image: the draguard wheel and {len(requirements)} pinned requirements (pip, cp311 manylinux)")
+        progress(f"{title}: the draguard wheel and {len(requirements)} pinned requirements (pip, cp311 manylinux)")
         site = root / SITE.lstrip("/")
         pip = [sys.executable, "-m", "pip", "install", "-q", "--no-warn-script-location", "--target", str(site),
                "--only-binary", ":all:", "--python-version", PYTHON, "--implementation", "cp", "--abi", "cp311"]
         pip += [arg for platform in PLATFORMS for arg in ("--platform", platform)]
-        _run([*pip, *requirements], "installing the fake driver's requirements", log)
+        _run([*pip, *requirements], f"installing the {title}'s requirements", log)
         _run([*pip, "--no-deps", str(wheel)], "installing the draguard wheel", log)
+        if recipe.command:
+            shutil.rmtree(site / "bin", ignore_errors=True)  # pip's console scripts name the host's interpreter
+            launcher = root / "usr/local/bin" / recipe.command[0]
+            launcher.write_text(f'#!/bin/sh\nexec python3 -m {recipe.command[1]} "$@"\n')
+            launcher.chmod(0o755)
         times["pip_s"] = round(time.monotonic() - t0, 1)
-        smoke = subprocess.run(["chroot", str(root), "python3", "-c", _SMOKE], capture_output=True, text=True, check=False)
-        if smoke.returncode != 0 or smoke.stdout.strip() != "ok":
-            raise HarnessError("the fake driver's image cannot import its entry point: "
+        smoke = subprocess.run(["chroot", str(root), "python3", "-c", recipe.smoke], capture_output=True, text=True,
+                               check=False)  # fmt: skip
+        if smoke.returncode != 0 or smoke.stdout.strip().splitlines()[-1:] != ["ok"]:
+            raise HarnessError(f"the {title} cannot import its entry point: "
                                f"{(smoke.stderr or smoke.stdout).strip()[-400:]}")
         t0 = time.monotonic()
-        progress("fake driver image: archiving")
+        progress(f"{title}: archiving")
         layer = work / "layer.tar"
         _run(["tar", "-C", str(root), "--numeric-owner", "--xattrs", "-cf", str(layer), "."], "archiving the rootfs", log)
         shutil.rmtree(root)
         write_archive(ImageSpec(tags=[img.tag, img.keyed_tag], entries=[],
-                                entrypoint=["python3", "-m", "draguard.harness.driver.main"],
+                                entrypoint=recipe.entrypoint,
                                 env=["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                      "PYTHONUNBUFFERED=1"]), layer, img.tarball)  # fmt: skip
         times["archive_s"] = round(time.monotonic() - t0, 1)
-        for old in kind_dir.glob("fake-driver-*.tar"):
+        for old in kind_dir.glob(f"{recipe.stem}-*.tar"):
             if old != img.tarball:
                 old.unlink(missing_ok=True)
         return img, times
