@@ -36,6 +36,7 @@ FINDINGS = {
     "sanity.prepare.foreign-node": "a claim allocated on another node is prepared",
     "sanity.prepare.device-in-use": "a device is prepared for a second claim while another holds it",
     "sanity.restart.state-survives": "prepared claims are kept in memory only: unprepare after a restart leaves the CDI spec",
+    "sanity.cdi.recreated-on-reprepare": "a repeated prepare answers from memory and writes no CDI spec again",
 }
 """Checks the upstream test driver fails, each a finding documented in docs/sanity.md."""
 
