@@ -16,7 +16,7 @@ from ._entry import invoke
 __all__ = ["main", "cli"]
 
 # Each module defines one click command or group named ``command``.
-COMMAND_MODULES = ("demo", "cluster", "driver", "nodes", "proxy", "lint", "scenario", "run", "bench", "driver_external", "sanity", "report", "kill_matrix", "load", "nvml_probe", "conformance", "explore")
+COMMAND_MODULES = ("demo", "cluster", "driver", "nodes", "proxy", "lint", "scenario", "run", "bench", "driver_external", "sanity", "report", "kill_matrix", "load", "nvml_probe", "conformance", "explore", "incluster")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

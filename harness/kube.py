@@ -717,6 +717,42 @@ class Kube:
     def server_version(self) -> Obj:
         return self.request("GET", "/version")
 
+    def exec(self, pod: str, namespace: str, command: Sequence[str], container: str | None = None,
+             timeout: float = 120.0) -> tuple[int, bytes, str]:  # fmt: skip
+        """Run ``command`` in a pod's container through the API's exec (a websocket, as ``kubectl exec``):
+        its exit status, its stdout as bytes and its stderr. HarnessError when the exec cannot start or
+        outlasts ``timeout``."""
+        from kubernetes.client import CoreV1Api
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.stream import stream
+
+        try:
+            ws = stream(CoreV1Api(self._api).connect_get_namespaced_pod_exec, pod, namespace, command=list(command),
+                        container=container, stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False,
+                        binary=True)  # fmt: skip
+        except (ApiException, OSError, ValueError) as exc:
+            raise HarnessError(f"exec in pod {namespace}/{pod}: {exc}") from exc
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        try:
+            while ws.is_open():
+                if time.monotonic() > deadline:
+                    raise HarnessError(f"exec in pod {namespace}/{pod}: {' '.join(command)} still running after {timeout:.0f}s")
+                ws.update(timeout=1)
+                out += ws.read_stdout() if ws.peek_stdout() else b""
+                err += ws.read_stderr() if ws.peek_stderr() else b""
+            out += ws.read_stdout() if ws.peek_stdout() else b""
+            err += ws.read_stderr() if ws.peek_stderr() else b""
+            try:
+                code = ws.returncode
+            except (KeyError, IndexError, TypeError, ValueError):  # a Failure status with no exit code in it
+                status = ws.read_channel(3)  # the error channel
+                err += status if isinstance(status, bytes) else str(status).encode()
+                code = -1
+        finally:
+            ws.close()
+        return (code if code is not None else -1), bytes(out), err.decode(errors="replace")
+
     def feature_gates(self, timeout: float = 10.0) -> dict[str, bool]:
         """The API server's feature gates as its ``kubernetes_feature_enabled`` metric reports them.
 
