@@ -85,7 +85,7 @@ def test_every_draguard_command_of_the_guide_parses_with_draguards_command_line(
     parsed = [(c, *_parse(c)) for c in _commands(env)]
     names = [f"{ctx.parent.info_name if ctx.parent and ctx.parent.parent else ''} {ctx.info_name}".strip()
              for _, _, ctx in parsed]
-    assert names == ["cluster up", "certify", "certify", "cluster down", "certify", "certify", "run"], names
+    assert names == ["cluster up", "certify", "certify", "cluster down", "certify", "certify", "run", "results", "certify"], names
     gpu = next(ctx for args, _, ctx in parsed if "gpu.nvidia.com" in args)
     assert gpu.params["restart_command"] == ("kubectl -n nvidia-dra-driver-gpu delete pod -l "
                                             "dra-driver-nvidia-gpu-component=kubelet-plugin "
@@ -94,7 +94,9 @@ def test_every_draguard_command_of_the_guide_parses_with_draguards_command_line(
     assert gpu.params["node"] == "gpu-node-1" and gpu.params["cdi_dir"] == Path("/var/run/cdi")
     assert all(ctx.params["backend"] == "kind" for args, _, ctx in parsed if args[1] == "cluster")
     assert [ctx.params["bundle"] for args, _, ctx in parsed if "--verify" in args] == [
-        Path("bundle"), Path("bundle.tar.gz")]
+        Path("bundle"), Path("bundle.tar.gz"), Path("results/bundle.tar.gz")]
+    results = next(ctx for args, _, ctx in parsed if args[1] == "results")
+    assert results.params["output"] == Path("results") and results.params["namespace"] == "draguard-certify"
 
 
 def test_the_kind_step_names_the_test_that_runs_its_commands() -> None:
