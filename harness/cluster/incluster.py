@@ -174,7 +174,10 @@ def retrieve(kube: Kube, out: Path, namespace: str = NAMESPACE, job: str = JOB, 
             raise HarnessError(f"pod {namespace}/{name} has ended ({phase}) and its results went with it; "
                                "delete the Job and apply it again")  # fmt: skip
         else:
-            state = f"pod {name} {phase or 'pending'}" if pod else "no pod of the Job yet"
+            waiting = [f"{c.get('state', {}).get('waiting', {}).get('reason')}" for c in
+                       (pod or {}).get("status", {}).get("containerStatuses") or () if c.get("state", {}).get("waiting")]
+            state = (f"pod {name} {phase or 'Pending'}" + (f" ({', '.join(waiting)})" if waiting else "")) if pod else \
+                "no pod of the Job yet"
         if state != said:
             progress(f"draguard results: {state}")
             said = state
