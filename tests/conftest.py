@@ -22,6 +22,7 @@ LONGEST_FIRST = (
     "tests/kind/test_kind_certify.py",  # the kind tests share one cluster (one scope below): this file's before the one that brings it down
     "tests/kind/test_kind_chaos.py",  # likewise: before test_kind_cluster.py
     "tests/kind/test_kind_fake_driver.py",  # likewise: before test_kind_cluster.py
+    "tests/kind/test_kind_incluster.py",  # likewise: before test_kind_cluster.py
     "tests/kind/test_kind_cluster.py",  # ~90-115 s warm; cold (node image, its Go builds, CoreDNS the longest) 20-35 min (2026-12-07)
     "tests/kubelet/test_scenarios_on_kubelet.py",  # ~700 s on the 2-core machine (2026-12-06)
     "tests/scenarios/test_library.py",  # ~620 s
