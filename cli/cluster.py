@@ -40,6 +40,8 @@ from .options import KubeTarget
 __all__ = ["command"]
 
 _err = Console(stderr=True)
+COMMAND = ("draguard", "draguard.cli")
+"""The draguard image's launcher: ``/usr/local/bin/draguard`` runs ``python3 -m draguard.cli``."""
 
 
 def _progress(message: str) -> None:
@@ -212,7 +214,7 @@ def draguard_image_command(name: str, load: bool) -> None:
         raise UsageError(f"kind cluster {name!r} is not up; `draguard cluster up --backend kind --name {name}` first, "
                          "or --no-load")
     t0 = time.monotonic()
-    image, stages = draguard_image(progress=_progress)
+    image, stages = draguard_image(COMMAND, progress=_progress)
     _progress(f"draguard image {image.keyed_tag} in {time.monotonic() - t0:.1f}s "
               + ("(cached)" if len(stages) == 1 else "(" + ", ".join(f"{k} {v}" for k, v in stages.items()) + ")"))
     if load:

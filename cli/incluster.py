@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sys
+
 import click
 from rich.console import Console
 
@@ -32,7 +34,8 @@ def _progress(message: str) -> None:
     _err.print(f"[dim]{message}[/dim]", highlight=False)
 
 
-@click.command("in-cluster", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("in-cluster", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+               hidden=True)  # what the Job's container runs (deploy/draguard-certify-job.yaml); not typed by users
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path(incluster.RESULTS),
               show_default=True, help="The results folder (bundle/, certify.log, exit-code, done).")
 @click.option("--keep-for", type=click.FloatRange(0, 7 * 86400), default=3600.0, show_default=True,
@@ -45,7 +48,8 @@ def in_cluster_command(results: Path, keep_for: float, sonobuoy_dir: Path | None
     then wait until `draguard results` has copied it out."""
     if not certify_args:
         raise UsageError("draguard in-cluster: give certify's arguments (--driver, --device-class, --product, ...)")
-    return incluster.run_in_pod(list(certify_args), results, keep_for, sonobuoy_dir, _progress)
+    certify = [sys.executable, "-m", "draguard.cli", "certify"]
+    return incluster.run_in_pod(certify, list(certify_args), results, keep_for, sonobuoy_dir, _progress)
 
 
 @click.command("results")

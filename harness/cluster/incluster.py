@@ -75,9 +75,11 @@ def write_kubeconfig(path: Path, sa_dir: Path = SA_DIR, environ: dict[str, str] 
     return path
 
 
-def run_in_pod(certify_args: list[str], results: Path, keep_for: float, sonobuoy_dir: Path | None = None,
-               progress: Progress = print, sa_dir: Path = SA_DIR, kubeconfig: Path = KUBECONFIG) -> int:  # fmt: skip
-    """Run certify in this pod into ``results`` and wait until the results are taken (see the module)."""
+def run_in_pod(certify: list[str], certify_args: list[str], results: Path, keep_for: float,
+               sonobuoy_dir: Path | None = None, progress: Progress = print, sa_dir: Path = SA_DIR,
+               kubeconfig: Path = KUBECONFIG) -> int:  # fmt: skip
+    """Run certify (``certify``: the command line that starts it, given by the command line layer) in this
+    pod into ``results`` and wait until the results are taken (see the module)."""
     for flag in ("--kubeconfig", "--out", "--verify"):
         if any(a == flag or a.startswith(flag + "=") for a in certify_args):
             raise UsageError(f"in-cluster: {flag} is set by draguard in-cluster; leave it out of the certify arguments")
@@ -85,9 +87,8 @@ def run_in_pod(certify_args: list[str], results: Path, keep_for: float, sonobuoy
     for stale in (DONE, RETRIEVED, EXIT):
         (results / stale).unlink(missing_ok=True)
     write_kubeconfig(kubeconfig, sa_dir)
-    argv = [sys.executable, "-m", "draguard.cli", "certify", "--kubeconfig", str(kubeconfig),
-            "--out", str(results / BUNDLE), *certify_args]  # fmt: skip
-    progress("draguard in-cluster: " + " ".join(argv[3:]))
+    argv = [*certify, "--kubeconfig", str(kubeconfig), "--out", str(results / BUNDLE), *certify_args]
+    progress("draguard in-cluster: certify " + " ".join(argv[len(certify):]))
     with (results / LOG).open("wb") as log:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None

@@ -57,7 +57,7 @@ def test_certify_refusing_its_input_reaches_sonobuoy_as_a_failed_junit_case(tmp_
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "1")
     results, sono = tmp_path / "results", tmp_path / "sonobuoy"
-    code = incluster.run_in_pod(["--driver", "x"], results, 0, sono, progress=lambda s: None,
+    code = incluster.run_in_pod(CERTIFY, ["--driver", "x"], results, 0, sono, progress=lambda s: None,
                                 sa_dir=_sa_dir(tmp_path), kubeconfig=tmp_path / "kubeconfig")
     assert code == 0  # the pod ends; the verdict is in the junit
     assert (results / incluster.EXIT).read_text().strip() == "2"
@@ -71,7 +71,10 @@ def test_certify_refusing_its_input_reaches_sonobuoy_as_a_failed_junit_case(tmp_
 
 def test_in_cluster_refuses_the_flags_it_sets(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--out is set by draguard in-cluster"):
-        incluster.run_in_pod(["--out=x"], tmp_path, 0, progress=lambda s: None)
+        incluster.run_in_pod(CERTIFY, ["--out=x"], tmp_path, 0, progress=lambda s: None)
+
+
+CERTIFY = [sys.executable, "-m", "draguard.cli", "certify"]
 
 
 def _results(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from readme_blocks import REPO, blocks, unmarked_commands
 
 EXPECTED = {"make", "install", "scenario", "mutants", "explore", "driver", "certify", "retarget", "lint", "cluster", "load",
-            "bench"}
+            "bench", "incluster"}
 """The README's blocks of commands, by marker name: one per command group of the guide."""
 
 

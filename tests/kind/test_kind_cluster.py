@@ -31,9 +31,10 @@ TEST_DRIVER = "test-driver.cdi.k8s.io"
 DAEMONSET = Kind("DaemonSet", "apps", "v1", "daemonsets", True)
 
 
-def _kubectl(cluster: KindCluster, *args: str) -> subprocess.CompletedProcess[str]:
+def _kubectl(cluster: KindCluster, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     kubectl = components.ensure("kubernetes").path("kubectl")
-    return subprocess.run([str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
 
 
 def _wait(what: str, check, timeout: float = 180.0):  # type: ignore[no-untyped-def]

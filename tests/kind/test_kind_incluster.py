@@ -10,6 +10,8 @@ down."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 import time
@@ -18,8 +20,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 from test_kind_certify import install_test_driver, uninstall_test_driver
+from readme_blocks import REPO, blocks
 from test_kind_cluster import DEPLOY, _kubectl, _wait
 
+from draguard.cli.cluster import COMMAND
 from draguard.harness.cluster.incluster import JOB, NAMESPACE
 from draguard.harness.cluster.kind.cluster import KindCluster
 from draguard.harness.cluster.kind.draguardimage import draguard_image
@@ -39,7 +43,7 @@ def _draguard(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 def test_certify_runs_in_the_cluster_and_results_copies_the_bundle_out(kind_cluster: KindCluster, tmp_path: Path) -> None:
     t0 = time.monotonic()
-    image, stages = draguard_image(progress=lambda s: print(s, flush=True))
+    image, stages = draguard_image(COMMAND, progress=lambda s: print(s, flush=True))
     manifest = [d for d in YAML(typ="safe").load_all(JOB_FILE.read_text()) if d]
     job_spec = next(d for d in manifest if d["kind"] == "Job")["spec"]["template"]["spec"]
     assert job_spec["containers"][0]["image"] == image.tag, "deploy/draguard-certify-job.yaml names another image"
@@ -51,12 +55,16 @@ def test_certify_runs_in_the_cluster_and_results_copies_the_bundle_out(kind_clus
     install_test_driver(kind_cluster, tmp_path)
     run_id = ""
     try:
-        applied = _kubectl(kind_cluster, "apply", "-f", str(RBAC_FILE), "-f", str(JOB_FILE))
+        # The README's incluster-commands, as written: kubectl apply, then draguard results.
+        apply_line, results_line = blocks()["incluster"].lines
+        assert apply_line.startswith("kubectl apply ") and results_line.startswith("draguard results ")
+        applied = _kubectl(kind_cluster, *shlex.split(apply_line)[1:], cwd=REPO)
         assert applied.returncode == 0, applied.stderr
         t0 = time.monotonic()
         out = tmp_path / "results"
-        got = _draguard("results", "--kubeconfig", str(kind_cluster.kubeconfig), "--output", str(out), "--timeout", "1500",
-                        timeout=1700)
+        got = subprocess.run(["bash", "-c", results_line], cwd=tmp_path, capture_output=True, text=True, timeout=1700,
+                             check=False, env={**os.environ, "KUBECONFIG": str(kind_cluster.kubeconfig),
+                                               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
         print(f"draguard results: exit {got.returncode} in {time.monotonic() - t0:.0f}s\n{got.stdout[-3000:]}{got.stderr[-3000:]}")
         assert got.returncode == 0, got.stdout + got.stderr
         assert "verified" in got.stdout and "NOT verified" not in got.stdout, got.stdout

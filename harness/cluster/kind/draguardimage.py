@@ -42,8 +42,10 @@ def draguard_requirements() -> list[str]:
     return pinned(names, "draguard")
 
 
-def draguard_image(progress: Callable[[str], None] = print) -> tuple[PythonImage, dict[str, float]]:
-    """The draguard image's archive (built, or reused from the cache) and the time each stage took."""
+def draguard_image(command: tuple[str, str], progress: Callable[[str], None] = print) -> tuple[PythonImage, dict[str, float]]:
+    """The draguard image's archive (built, or reused from the cache) and the time each stage took;
+    ``command``: (name, module) of the launcher ``/usr/local/bin/<name>`` (the command line's module, which
+    the command line layer names)."""
     return python_image(ImageRecipe("draguard", DRAGUARD_REPO, "draguard image", draguard_requirements(),
                                     ["draguard"], _SMOKE, key_extra=("draguard", "command"),
-                                    command=("draguard", "draguard.cli")), progress)
+                                    command=command), progress)
