@@ -21,7 +21,8 @@ pytestmark = pytest.mark.cluster
 def shell(make_fleet: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shell]:
     with make_fleet(nodes=2, devices=4) as f:
         env = dict(os.environ, KUBECONFIG=str(f.kubeconfig), DRIVER=f.driver, DEVICE_CLASS=f.device_class,
-                   REGISTRATION_SOCKET=str(NodeDirs(f.root, f.nodes[0]).registration_socket(f.driver)))  # fmt: skip
+                   REGISTRATION_SOCKET=str(NodeDirs(f.root, f.nodes[0]).registration_socket(f.driver)),
+                   NODE=f.nodes[0])  # fmt: skip
         yield Shell(tmp_path_factory.mktemp("readme-driver"), env)
 
 

@@ -252,7 +252,8 @@ def test_only_not_applicable_scenarios_exit_2(installed: Installed, tmp_path: Pa
     assert done.returncode == 2, done.stderr[-2000:]
     verdict = json.loads((tmp_path / "out" / "verdict.json").read_text())
     assert verdict["exitCode"] == 2
-    assert "step 0-driver-down (driver-down) restarts or stops the driver, which draguard does through the driver's DaemonSet" in verdict["scenarios"][0]["notApplicable"]
+    assert ("step 0-driver-down (driver-down) keeps the driver down for a while, which draguard does through the "
+            "driver's DaemonSet") in verdict["scenarios"][0]["notApplicable"]
 
 
 def test_repeat_says_once_what_is_not_applicable(installed: Installed, tmp_path: Path) -> None:
