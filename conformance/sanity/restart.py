@@ -11,7 +11,7 @@ crash with no way to restart would leave the driver down for every check after i
 from __future__ import annotations
 
 from draguard.harness import cdi as cdi_specs
-from draguard.harness.grpcapi.plugin import PluginCallError
+from draguard.harness.grpcapi.plugin import ClaimRef, PluginCallError
 
 from .cdi import specs_naming
 from .suite import SanityContext, expect, sanity_check
@@ -36,16 +36,22 @@ def state_survives(ctx: SanityContext) -> None:
         problems = cdi_specs.check_ids(ctx.config.cdi_dir, ids)
         expect(not problems, f"after the restart the CDI IDs of the prepared {claim} no longer resolve: {problems}",
                [str(claim)], [d0[1]])
+    _released_after(ctx, claim, d0, "the restart")
+
+
+def _released_after(ctx: SanityContext, claim: ClaimRef, device: tuple[str, str], after: str) -> None:
+    """Unprepare ``claim`` after ``after`` (a restart): it must succeed, leave no CDI spec of the claim, and
+    free ``device`` (pool, name) for another claim's prepare."""
     ctx.unprepared_ok(claim)
     if ctx.config.cdi_dir is not None:
         left = specs_naming(ctx.config.cdi_dir, claim.uid)
-        expect(not left, f"after the restart, unprepare of {claim} answered success but left its CDI spec(s) {left}: "
-               f"the driver forgot what it had prepared", [str(claim)], [d0[1]])
-    other = ctx.claim([d0])
+        expect(not left, f"after {after}, unprepare of {claim} answered success but left its CDI spec(s) {left}: "
+               f"the driver forgot what it had prepared", [str(claim)], [device[1]])
+    other = ctx.claim([device])
     answer = ctx.prepare(other)
     expect(other.uid in answer and not answer[other.uid].error,
-           f"after the restart and the unprepare of {claim}, {d0[1]} cannot be prepared: {answer.get(other.uid)!r}",
-           [str(claim), str(other)], [d0[1]])
+           f"after {after} and the unprepare of {claim}, {device[1]} cannot be prepared: {answer.get(other.uid)!r}",
+           [str(claim), str(other)], [device[1]])
 
 
 @sanity_check(
@@ -88,13 +94,4 @@ def corrupt_checkpoint(ctx: SanityContext) -> None:
     ctx.prepared_ok(claim)
     ctx.call_hook("restart_with_corrupt_checkpoint")
     ctx.wait_ready()
-    ctx.unprepared_ok(claim)
-    if ctx.config.cdi_dir is not None:
-        left = specs_naming(ctx.config.cdi_dir, claim.uid)
-        expect(not left, f"after a restart on a damaged checkpoint, unprepare of {claim} answered success but left "
-               f"its CDI spec(s) {left}: the driver forgot what it had prepared", [str(claim)], [d0[1]])
-    other = ctx.claim([d0])
-    answer = ctx.prepare(other)
-    expect(other.uid in answer and not answer[other.uid].error,
-           f"after a restart on a damaged checkpoint and the unprepare of {claim}, {d0[1]} cannot be prepared: "
-           f"{answer.get(other.uid)!r}", [str(claim), str(other)], [d0[1]])
+    _released_after(ctx, claim, d0, "a restart on a damaged checkpoint")
