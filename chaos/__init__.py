@@ -5,7 +5,8 @@ A fault is ``def fault(ctx: StepContext, params: Params | None) -> None``: it pi
 changes anything, and says what it did with ``ctx.note(...)``. Importing this package registers all
 of them; the scenario loader then validates each step's ``params`` against the fault's model.
 
-    arrive, preempt, evict, force-delete, drain-node, node-loss, node-restart, node-reboot, driver-restart, driver-down,
+    arrive, preempt, evict, force-delete, drain-node, node-loss, node-restart, node-reboot, driver-restart, driver-rolling-update,
+    driver-down,
     driver-crash, checkpoint-corrupt, reset-failure, prepare-failure, prepare-hang, unprepare-failure, device-taint,
     scheduler-restart, controller-manager-restart, apiserver-restart
 """
@@ -23,6 +24,7 @@ from draguard.chaos import (  # noqa: F401  (each module registers itself)
     driver_down,
     driver_faults,
     driver_restart,
+    driver_rolling_update,
     evict,
     force_delete,
     load,

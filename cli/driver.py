@@ -60,6 +60,8 @@ def _mutant_help() -> str:
     "--topology", type=click.Path(dir_okay=False, path_type=Path), default=None, help="node topology file (YAML/JSON)"
 )
 @click.option("--mutant", default=None, help=_mutant_help())
+@click.option("--pod-uid", default=None, envvar="POD_UID",
+              help="this instance's pod UID: serve under rolling-update socket names, beside another instance")
 @click.option("--health-interval", type=click.FloatRange(0.05, 60), default=1.0, show_default=True, help="seconds")
 @click.option("--reset-ms", type=click.IntRange(0, 60000), default=5, show_default=True, help="simulated reset time")
 @click.option(
@@ -77,6 +79,7 @@ def fake(
     devices: int | None,
     topology: Path | None,
     mutant: str | None,
+    pod_uid: str | None,
     health_interval: float,
     reset_ms: int,
     log_level: str,
@@ -86,7 +89,7 @@ def fake(
     run_fake(DriverConfig(
         kubeconfig=kube.kubeconfig, node=node, root=root if root is not None else state_dir() / "nodes",
         node_root=node_root, driver=driver_name, devices=devices, topology=topology, mutant=mutant,
-        health_interval=health_interval, reset_seconds=reset_ms / 1000,
+        health_interval=health_interval, reset_seconds=reset_ms / 1000, instance=pod_uid,
     ), log_level)
 
 

@@ -10,6 +10,7 @@ EVIDENCE: dict[str, list[tuple[str, str]]] = {
     "incomplete-cdi-spec": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
     "node-reboot-cdi-not-recreated": [("container-devices", "unresolvable CDI devices gpu.draguard.dev/gpu=")],
     "checkpoint-corrupt-discarded": [("no-leak", "no reset followed (device truth)")],
+    "driver-rolling-update-ignores-claims": [("no-leak", "no reset followed (device truth)")],
     "double-allocation-handoff": [
         ("no-double-allocation", "prepared for 2 claims"),
         ("no-leak", "no reset followed (device truth)"),
@@ -39,6 +40,8 @@ PROGRESS: dict[str, list[tuple[str, str, str]]] = {
     "checkpoint-corrupt-correct-driver": [("Event", "first-0-gpus", "CheckpointCorrupted: gpu.draguard.dev on gpu-node-0: "
                                                                    "checkpoint was damaged"), ("Pod", "second-0", "Running")],
     "checkpoint-corrupt-discarded": [("Pod", "second-0", "Running")],
+    "driver-rolling-update-correct-driver": [("Pod", "second-0", "Running"), ("Pod", "second-1", "Running")],
+    "driver-rolling-update-ignores-claims": [("Pod", "second-0", "Running")],
 }
 
 

@@ -108,6 +108,7 @@ SEARCH: Mapping[str, tuple[Scope, st.SearchStrategy[dict[str, Any]]]] = {
     "driver-crash": ("node", st.fixed_dictionaries({"point": st.sampled_from(CRASH_POINTS), "down": _seconds(1, 4)})),
     "driver-down": ("node", st.fixed_dictionaries({"duration": _seconds(2, 8)})),
     "driver-restart": ("node", st.fixed_dictionaries({"kill": st.booleans()})),
+    "driver-rolling-update": ("node", st.fixed_dictionaries({"overlap": _seconds(1, 3)})),
     "evict": ("gang", st.just({})),
     "force-delete": ("gang", st.just({})),
     "node-loss": ("node", st.fixed_dictionaries({"duration": _seconds(3, 15)})),

@@ -10,6 +10,9 @@ interposer and real plugins, mirroring ``/var/lib/kubelet`` and ``/etc/cdi`` on 
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,11 @@ def run_dir(run_id: str) -> Path:
     return runs_dir() / run_id
 
 
+def _digest(data: str, size: int) -> str:
+    """The first ``size`` bytes of the SHA-256 of ``data``, base64url without padding."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data.encode()).digest()[:size]).decode().rstrip("=")
+
+
 @dataclass(frozen=True)
 class NodeDirs:
     """The kubelet-like directories of one node under a root."""
@@ -69,11 +77,24 @@ class NodeDirs:
     def plugin_dir(self, driver: str) -> Path:
         return self.plugins / driver
 
-    def dra_socket(self, driver: str) -> Path:
-        return self.plugin_dir(driver) / "dra.sock"
+    def dra_socket(self, driver: str, instance: str | None = None) -> Path:
+        """The DRA service socket; one instance of a rolling update serves ``dra-<instance>.sock`` (the
+        kubeletplugin helper's rolling-update names, k8s.io/dynamic-resource-allocation/kubeletplugin)."""
+        return self.plugin_dir(driver) / (f"dra-{instance}.sock" if instance else "dra.sock")
 
-    def registration_socket(self, driver: str) -> Path:
-        return self.registry / f"{driver}-reg.sock"
+    def registration_socket(self, driver: str, instance: str | None = None) -> Path:
+        """The registration socket; for one instance of a rolling update the first of these names whose path
+        fits a unix socket (107 bytes): ``<driver>-<instance>-reg.sock``, ``<driver>-<b64(sha256(instance))[:8
+        bytes]>-reg.sock``, ``dra-<b64(sha256(driver NUL instance))[:16 bytes]>-reg.sock`` (the kubeletplugin
+        helper's RollingUpdateRegistrarSocketFile, k8s.io/dynamic-resource-allocation/kubeletplugin)."""
+        if not instance:
+            return self.registry / f"{driver}-reg.sock"
+        names = [f"{driver}-{instance}-reg.sock", f"{driver}-{_digest(instance, 8)}-reg.sock",
+                 f"dra-{_digest(driver + chr(0) + instance, 16)}-reg.sock"]  # fmt: skip
+        for name in names:
+            if len(str(self.registry / name)) <= 107:
+                return self.registry / name
+        return self.registry / names[-1]
 
     def create(self) -> "NodeDirs":
         for d in (self.registry, self.plugins, self.cdi):

@@ -49,6 +49,7 @@ CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "stop-driver": "a node's driver can be taken down for a while and brought back (a process draguard runs, or "
                    "an installed driver's DaemonSet)",
     "kill-node": "a node's agent can be restarted and the node lost (draguard's node agents, or a kind node's container)",
+    "rolling-update": "a node's driver can be replaced by a second instance started beside it (draguard's fake driver)",
 })
 """What a fault may need from the run (``needs=`` at registration); validation rejects a scenario whose
 run lacks one, naming the step and the reason."""

@@ -37,6 +37,7 @@ import socketserver
 import sys
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -96,15 +97,17 @@ class _NodeFaults(FaultControl):
 class _Node:
     """One node's driver inside the host: plugin objects, one gRPC server on both sockets, publisher."""
 
-    def __init__(self, host: DriverHost, spec: HostedNode, inventory: Inventory) -> None:
+    def __init__(self, host: DriverHost, spec: HostedNode, inventory: Inventory, instance: str | None = None) -> None:
         self.host = host
         self.spec = spec
         self.name = spec.node
         self.inventory = inventory
         self.mutant = get_mutant(spec.mutant)
+        self.instance = instance
+        """The pod UID of this instance after a rolling update (``roll``); None for the first."""
         self.dirs = NodeDirs(host.root, spec.node)
-        self.dra_socket = self.dirs.dra_socket(host.driver)
-        self.registration_socket = self.dirs.registration_socket(host.driver)
+        self.dra_socket = self.dirs.dra_socket(host.driver, instance)
+        self.registration_socket = self.dirs.registration_socket(host.driver, instance)
         self.publisher = _CachedPublisher(host, spec.node)
         self.plugin: FakeDriver | None = None
         self.server: grpc.aio.Server | None = None
@@ -128,7 +131,7 @@ class _Node:
             node_log = logging.getLogger(f"draguard.driver.{self.name}")
             plugin = FakeDriver(driver=self.host.driver, node=self.name, dirs=self.dirs, inventory=self.inventory,
                                 claims=self.host.claims, mutant=self.mutant, faults=_NodeFaults(plugin_dir, node_log),
-                                reset_seconds=self.host.reset_seconds, log=node_log)  # fmt: skip
+                                reset_seconds=self.host.reset_seconds, log=node_log, instance=self.instance)  # fmt: skip
             self.stopping = threading.Event()
             calls = CallsInFlight(plugin_dir)
             for path in (self.dra_socket, self.registration_socket):
@@ -160,7 +163,11 @@ class _Node:
             self.plugin, self.server = plugin, server
             self.published = {}
             self.next_cleanup = time.monotonic()
-            (plugin_dir / "driver.pid").write_text(f"{os.getpid()}\n")
+            self.pid_file.write_text(f"{os.getpid()}\n")
+
+    @property
+    def pid_file(self) -> Path:
+        return self.dirs.plugin_dir(self.host.driver) / (f"driver-{self.instance}.pid" if self.instance else "driver.pid")
 
     def stop(self, kill: bool = False) -> None:
         """Stop serving; ``kill``: at once (calls in flight fail; the checkpoint stays, as after SIGKILL),
@@ -172,7 +179,7 @@ class _Node:
                 self.host.loop.run(server.stop(0 if kill else 0.5))
             if not kill:
                 release_socket_paths(self.registration_socket, self.dra_socket)
-                (self.dirs.plugin_dir(self.host.driver) / "driver.pid").unlink(missing_ok=True)
+                self.pid_file.unlink(missing_ok=True)
 
     def crashed(self) -> None:
         log.warning("node %s: injected crash; its driver stops as if killed", self.name)
@@ -412,9 +419,25 @@ class DriverHost:
         elif op == "start":
             node.start()
             node.sync(verify=True)
+        elif op == "roll":
+            return {"ok": True, "alive": True, "instance": self.roll(node, float(request.get("overlap", 1.0)))}
         elif op != "status":
             raise UsageError(f"unknown driver host command {op!r}")
         return {"ok": True, "alive": node.alive}
+
+    def roll(self, old: _Node, overlap: float) -> str:
+        """A rolling update of one node's driver: a new instance beside the old, both serving for ``overlap``
+        seconds, then the old one stopped (see :meth:`FakeDriverProcess.rolling_update`)."""
+        if not old.alive:
+            raise HarnessError(f"the driver of node {old.name} is not running: nothing to update")
+        new = _Node(self, old.spec, old.inventory, instance=str(uuid.uuid4()))
+        new.start()
+        new.sync(verify=True)
+        time.sleep(overlap)
+        self.nodes[old.name] = new
+        old.stop()
+        assert new.instance is not None
+        return new.instance
 
     def _serve_control(self) -> None:
         host = self
@@ -608,3 +631,11 @@ class HostedDriver(FakeDriverProcess):
         if self.host.alive:
             self.host.command({"op": "kill", "node": self.node})
         return 137
+
+    def rolling_update(self, overlap: float = 1.0, timeout: float = 30.0) -> str:
+        reply = self.host.command({"op": "roll", "node": self.node, "overlap": overlap}, timeout + overlap)
+        if not reply.get("ok"):
+            raise HarnessError(f"rolling update of the driver on {self.node} (hosted): {reply.get('error')}")
+        self.instance = str(reply["instance"])
+        self.wait_ready(timeout)
+        return self.instance

@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--devices", type=int, default=None)
     fake.add_argument("--topology", type=Path, default=None)
     fake.add_argument("--mutant", default=None)
+    fake.add_argument("--pod-uid", default=os.environ.get("POD_UID") or None,
+                      help="this instance's pod UID: rolling-update socket names (default: $POD_UID)")
     fake.add_argument("--health-interval", type=float, default=1.0)
     fake.add_argument("--reset-ms", type=int, default=5)
     fake.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -93,7 +95,7 @@ def _run(argv: list[str]) -> int:
     run_fake(DriverConfig(
         kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, kubelet_dirs=args.kubelet_dirs, node=args.node, root=args.root if args.root is not None else state_dir() / "nodes",
         node_root=args.node_root, driver=args.driver, devices=args.devices, topology=args.topology, mutant=args.mutant,
-        health_interval=args.health_interval, reset_seconds=args.reset_ms / 1000,
+        health_interval=args.health_interval, reset_seconds=args.reset_ms / 1000, instance=args.pod_uid,
     ), args.log_level)
     return 0
 

@@ -33,6 +33,7 @@ FLAGS = (
     "keep_sharing_state",
     "cdi_not_recreated",
     "discard_corrupt_checkpoint",
+    "ignore_predecessor_claims",
 )
 
 
@@ -56,6 +57,7 @@ class Mutant:
     keep_sharing_state: ClassVar[bool] = False
     cdi_not_recreated: ClassVar[bool] = False
     discard_corrupt_checkpoint: ClassVar[bool] = False
+    ignore_predecessor_claims: ClassVar[bool] = False
 
     @classmethod
     def describe(cls) -> str:
@@ -314,3 +316,19 @@ class DiscardCorruptCheckpoint(Mutant):
     """
 
     discard_corrupt_checkpoint = True
+
+
+@mutant(
+    "ignore-predecessor-claims",
+    upstream="k8s.io/dynamic-resource-allocation/kubeletplugin RollingUpdate (both instances share the plugin "
+    "data directory; each must load the shared state at the start of a call; kubelet >= 1.33)",
+)
+class IgnorePredecessorClaims(Mutant):
+    """In a rolling update the new instance ignores the claims the old one prepared.
+
+    It keeps its books in a file of its own, named after its pod: the claims its predecessor prepared
+    are unknown to it. Their unprepare is "unknown claim, nothing to do", so their devices are never
+    reset and their CDI specs stay; a device still in use is handed to the next claim as free.
+    """
+
+    ignore_predecessor_claims = True

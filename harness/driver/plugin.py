@@ -21,6 +21,8 @@ The correct driver:
 * unprepare tears sharing down before the reset and destroys the partition after it;
 * errors are per claim, never for the whole batch;
 * no lock is held while a device resets: other claims are prepared meanwhile;
+* each call starts from the checkpoint on disk when another instance wrote it (a rolling update: two
+  instances share the plugin directory, and either may get a claim's next call);
 * claims left in ``PrepareStarted`` by a crash are unprepared when their ResourceClaim is gone;
 * every checkpoint write is synced before its rename, and the checkpoint's directory is synced once
   per call before the reply: what a reply reports survives a power loss (:data:`.state.Sync`).
@@ -43,6 +45,7 @@ from .. import cdi
 from ..devices.nvml import SHARING_STRATEGIES, FakeNvml, NvmlError
 from ..devices.truth import APPLICATION_XIDS, DeviceTruth, installed_devices
 from ..grpcapi.plugin import ClaimRef
+from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.fsio import cleanup_temporaries, sync_dir
 from draguard.harness.core.paths import NodeDirs
 from draguard.harness.driver.fault_control import FaultControl
@@ -145,8 +148,11 @@ class FakeDriver:
         reset_seconds: float = 0.005,
         log: logging.Logger | None = None,
         node_root: Path | None = None,
+        instance: str | None = None,
     ) -> None:
         self.driver = driver
+        self.instance = instance
+        """The pod UID of this instance in a rolling update (None: the only instance)."""
         self.node = node
         self.dirs = dirs
         self.inventory = inventory
@@ -165,6 +171,8 @@ class FakeDriver:
         self.nvml = FakeNvml(DeviceTruth(machine.root, node), reset_fails=self.faults.reset_fails)
         self.nvml.install(installed_devices(inventory))
         self.checkpoint_path = self.plugin_dir / "checkpoint.json"
+        if instance and mutant.ignore_predecessor_claims:  # see mutants.IgnorePredecessorClaims
+            self.checkpoint_path = self.plugin_dir / f"checkpoint-{instance}.json"
         cleanup_temporaries(self.plugin_dir, "checkpoint.json.")
         cleanup_temporaries(self.cdi_dir, f"{driver}-")
         try:
@@ -174,6 +182,8 @@ class FakeDriver:
         unknown = sorted(set(self.cp.devices) - set(inventory.names))
         if unknown:
             self.log.warning("checkpoint names devices the topology does not publish: %s", ", ".join(unknown))
+        self._stamp = self._file_stamp()
+        """The checkpoint file as this instance last read or wrote it (:meth:`_refresh`)."""
         self._lock = threading.RLock()
         self._unpreparing: set[str] = set()  # claims whose devices are being reset (lock released)
         self._seq = 0
@@ -259,11 +269,43 @@ class FakeDriver:
         # not once per write: a prepare writes PrepareStarted and PrepareCompleted, and two directory
         # syncs cost as much again as the two writes.
         self.cp.save(self.checkpoint_path, crash=self._crash, sync="file")
+        self._stamp = self._file_stamp()
         self._saves += 1
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.checkpoint_path.stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _refresh(self) -> None:
+        """Read the checkpoint again when another instance wrote it (called under the lock at the start of a call).
+
+        In a rolling update two instances of the driver share the plugin directory, and the kubelet may
+        send a claim's prepare to one and its unprepare to the other, or fall back to the first: the
+        kubeletplugin helper's RollingUpdate asks each instance to load the shared state at the start of
+        a call and store it again at the end (k8s.io/dynamic-resource-allocation/kubeletplugin,
+        draplugin.go). Every write here replaces the file by rename, so a file that is not the one this
+        instance last wrote or read is another's. One stat per call; a file that cannot be read keeps the
+        books in memory (logged)."""
+        stamp = self._file_stamp()
+        if stamp == self._stamp or stamp is None:
+            return
+        try:
+            cp = Checkpoint.load(self.checkpoint_path, self.driver, self.node)
+        except (CheckpointDamaged, HarnessError) as exc:
+            self.log.warning("checkpoint changed on disk but cannot be read; keeping the books in memory: %s", exc)
+            self._stamp = stamp
+            return
+        self.log.info("checkpoint written by another instance: %d claims (was %d)", len(cp.claims), len(self.cp.claims))
+        self.cp, self._stamp = cp, stamp
 
     @contextlib.contextmanager
     def _call(self) -> Iterator[None]:
         """One DRA call: the checkpoint writes it made are durable before it returns (one directory sync)."""
+        with self._lock:
+            self._refresh()
         saves = self._saves
         try:
             yield
@@ -647,6 +689,7 @@ class FakeDriver:
         if self.mutant.keep_prepare_started:
             return []
         with self._lock:
+            self._refresh()
             started = [r for r in self.cp.claims.values() if r.state is ClaimState.PREPARE_STARTED]
         cleaned = []
         for rec in started:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,8 @@ class FakeDriverProcess(NodeProcess):
         if reset_ms is not None:
             self.args += ["--reset-ms", str(reset_ms)]
         self.env = env
+        self.instance: str | None = None
+        """The pod UID of the running instance once a rolling update replaced the first (None before)."""
         # Its own session (a Ctrl-C in the parent's terminal is not the driver's business), and it dies
         # with draguard even when a chaos step's thread restarted it (harness.process.spawn).
         self._proc = Supervised(f"fake driver for node {node}", self._argv(), self.plugin_dir / "driver.log",
@@ -73,11 +77,11 @@ class FakeDriverProcess(NodeProcess):
     # -- paths ------------------------------------------------------------------------------------
     @property
     def dra_socket(self) -> Path:
-        return self.dirs.dra_socket(self.driver)
+        return self.dirs.dra_socket(self.driver, self.instance)
 
     @property
     def registration_socket(self) -> Path:
-        return self.dirs.registration_socket(self.driver)
+        return self.dirs.registration_socket(self.driver, self.instance)
 
     @property
     def plugin_dir(self) -> Path:
@@ -118,6 +122,32 @@ class FakeDriverProcess(NodeProcess):
     def restart(self, kill: bool = False, timeout: float = 30.0) -> FakeDriverProcess:
         self.kill() if kill else self.stop()
         return self.start(timeout)
+
+    def rolling_update(self, overlap: float = 1.0, timeout: float = 30.0) -> str:
+        """Replace the running driver as a DaemonSet's rolling update with surge does: a new instance (a new
+        pod UID, the kubeletplugin helper's rolling-update socket names, the same plugin directory) starts
+        beside the old one, both serve for ``overlap`` seconds, then the old one is stopped (SIGTERM). The
+        node agent turns to the newer registration at once (the kubelet prefers the most recent connected
+        instance). Returns the new instance's pod UID; later restarts keep it, as a container restarted
+        in its pod keeps the pod's UID."""
+        if not self.alive:
+            raise HarnessError(f"fake driver for node {self.node} is not running: nothing to update")
+        instance = str(uuid.uuid4())
+        args = list(self.args)
+        if "--pod-uid" in args:
+            i = args.index("--pod-uid")
+            del args[i : i + 2]
+        args += ["--pod-uid", instance]
+        dra, reg = self.dirs.dra_socket(self.driver, instance), self.dirs.registration_socket(self.driver, instance)
+        new = Supervised(f"fake driver for node {self.node} (instance {instance[:8]})",
+                         [sys.executable, "-m", "draguard.harness.driver.main", "fake", *args], self.log_path,
+                         lambda: socket_accepts(dra) and socket_accepts(reg), env=self.env, poll=0.02,
+                         log_lines=20)  # fmt: skip
+        new.start(timeout)
+        time.sleep(overlap)
+        old, self._proc, self.args, self.instance = self._proc, new, args, instance
+        old.stop()
+        return instance
 
     # -- conveniences ---------------------------------------------------------------------------
     def set_faults(self, **faults: Any) -> None:

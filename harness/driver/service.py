@@ -241,6 +241,9 @@ class DriverConfig:
     """No kubeconfig: the API server of the cluster the driver's pod runs in, as its ServiceAccount."""
     kubelet_dirs: bool = False
     """Serve and write where a real node's kubelet and containerd look (:class:`KubeletDirs`), not under ``root``."""
+    instance: str | None = None
+    """The pod UID of this instance in a rolling update: it serves ``dra-<uid>.sock`` and registers
+    ``<driver>-<uid>-reg.sock``, so that two instances run side by side; None: the plain socket names."""
 
 
 @dataclass
@@ -266,9 +269,11 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
     specs = load_topology(config.topology).device_specs() if config.topology else generic(config.devices or DEFAULT_DEVICES)
     inventory = resolve(specs, config.node)
     dirs = (KubeletDirs if config.kubelet_dirs else NodeDirs)(Path(config.root).absolute(), config.node)
+    if config.instance is not None:
+        check_dns_subdomain("--pod-uid", config.instance, 63)
     # Both socket paths are checked before anything is written, so a taken socket leaves no trace.
-    claim_socket_path(dirs.dra_socket(config.driver))
-    claim_socket_path(dirs.registration_socket(config.driver))
+    claim_socket_path(dirs.dra_socket(config.driver, config.instance))
+    claim_socket_path(dirs.registration_socket(config.driver, config.instance))
     if kube is None and config.kubeconfig is not None:
         kube = Kube.from_kubeconfig(config.kubeconfig)
     elif kube is None and config.in_cluster:
@@ -287,10 +292,10 @@ def build(config: DriverConfig, kube: Any = None) -> Driver:
         reset_seconds=config.reset_seconds,
         log=log,
         node_root=Path(config.node_root).absolute() if config.node_root is not None else None,
+        instance=config.instance,
     )
-    server = PluginServer(
-        plugin, dirs.dra_socket(config.driver), dirs.registration_socket(config.driver), config.health_interval
-    )
+    server = PluginServer(plugin, dirs.dra_socket(config.driver, config.instance),
+                          dirs.registration_socket(config.driver, config.instance), config.health_interval)  # fmt: skip
     publisher = SlicePublisher(kube, config.driver, config.node, log)
     return Driver(config, dirs, inventory, plugin, server, publisher)
 
@@ -319,7 +324,7 @@ def _sync(d: Driver, published: dict[str, Any], verify_every: float = 2.0) -> No
 def serve(d: Driver, ready: Callable[[], None] | None = None) -> None:
     """Run until ``d.stop`` is set: slices, both servers, stale-claim cleanup. Sockets go on exit."""
     published: dict[str, Any] = {}
-    pid_file = d.dirs.plugin_dir(d.config.driver) / "driver.pid"
+    pid_file = d.dirs.plugin_dir(d.config.driver) / (f"driver-{d.config.instance}.pid" if d.config.instance else "driver.pid")
     _sync(d, published)
     d.server.start()
     pid_file.write_text(f"{os.getpid()}\n")

@@ -134,11 +134,18 @@ class FakeDriverControl:
         self._proc.restart(kill=kill)
         self._journal_pid("restarted")
 
+    def rolling_update(self, overlap: float) -> str:
+        """Replace the driver by a new instance started beside it (:meth:`FakeDriverProcess.rolling_update`);
+        the new instance's pod UID."""
+        self._ctx.before(UndoAction("none", {"why": f"the new driver instance on {self.node} is stopped by the run"}))
+        instance = self._proc.rolling_update(overlap)
+        self._journal_pid(f"instance {instance}")
+        return instance
+
     @property
     def sockets(self) -> list[Path]:
         """The driver's plugin sockets (its DRA service and its registration), wherever it serves them."""
-        dirs, driver = self._proc.dirs, self._proc.driver
-        return [dirs.dra_socket(driver), dirs.registration_socket(driver)]
+        return [self._proc.dra_socket, self._proc.registration_socket]
 
     @property
     def checkpoint(self) -> Path:

@@ -132,6 +132,8 @@ def lacking(driver_kind: str, backend: str, interpose: bool, daemon_set: bool = 
     if driver_kind != "fake":
         lacks["fake-driver"] = "spec.driver.kind is external, and only draguard's fake driver has this fault"
         lacks["fake-nodes"] = "spec.driver.kind is external: the cluster's own nodes run the pods, not draguard's"
+        lacks["rolling-update"] = ("spec.driver.kind is external: draguard starts a second instance beside the first "
+                                   "only of its own fake driver (a DaemonSet rollout with surge is not driven)")
         if not daemon_set and backend not in ("kind", "local"):
             lacks["stop-driver"] = ("spec.driver.kind is external and names no driver.daemonSet (nor runs on "
                                     "cluster.backend: kind, where draguard finds it, or local, where draguard "

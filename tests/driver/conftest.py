@@ -78,7 +78,8 @@ def store() -> ClaimStore:
 
 
 def make_driver(
-    root: Path, store: ClaimStore, mutant: str | None = None, devices: int = 4, topology: str | None = None
+    root: Path, store: ClaimStore, mutant: str | None = None, devices: int = 4, topology: str | None = None,
+    instance: str | None = None,
 ) -> FakeDriver:
     dirs = NodeDirs(root, NODE).create()
     inventory = resolve(preset(topology) if topology else generic(devices), NODE)
@@ -91,6 +92,7 @@ def make_driver(
         mutant=get_mutant(mutant),
         faults=FaultControl(dirs.plugin_dir(DEFAULT_DRIVER)),
         reset_seconds=0.001,
+        instance=instance,
     )
 
 

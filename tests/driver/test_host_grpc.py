@@ -100,3 +100,19 @@ def test_shutdown_with_a_health_stream_open_ends_every_thread_it_started(root: P
             and time.monotonic() < deadline:  # fmt: skip
         time.sleep(0.1)
     assert left == []
+
+
+def test_a_rolling_update_serves_a_new_instance_beside_the_old_then_stops_the_old(host: DriverHost, store: ClaimStore) -> None:
+    old = host.node("n-a")
+    ref = store.add(allocated_claim("c1", ["gpu-0"], pool="n-a"))
+    with _client(host, "n-a") as a:
+        assert a.prepare([ref])[ref.uid].error == ""
+    instance = host.roll(old, overlap=0.05)
+    new = host.node("n-a")
+    assert new is not old and new.instance == instance and not old.alive
+    assert not old.registration_socket.exists() and not old.dra_socket.exists()
+    assert new.registration_socket.name == f"gpu.draguard.dev-{instance}-reg.sock"
+    with _client(host, "n-a") as a:  # the new instance knows the claim its predecessor prepared
+        assert [d.device_name for d in a.prepare([ref])[ref.uid].devices] == ["gpu-0"]
+        assert a.unprepare([ref]) == {ref.uid: ""}
+    assert new.plugin is not None and new.plugin.snapshot().claims == {}

@@ -38,6 +38,7 @@ EXPECTED = {
     "leave-sharing-state",
     "cdi-not-recreated",
     "discard-corrupt-checkpoint",
+    "ignore-predecessor-claims",
 }
 
 

@@ -48,6 +48,7 @@ ON_KUBELET = [
     "node-reboot-cdi-not-recreated", "node-reboot-correct-driver",
     "checkpoint-corrupt-correct-driver", "checkpoint-corrupt-discarded",
     "gpu-faults-correct-driver", "gpu-faults-silent-health", "gang-shared-claim-podgroup",
+    "driver-rolling-update-correct-driver", "driver-rolling-update-ignores-claims",
 ]  # fmt: skip
 
 
