@@ -40,7 +40,8 @@ from draguard.harness.core.paths import DEFAULT_DRIVER
 from draguard.harness.core.registry import FAULTS
 from draguard.harness.result import ScenarioResult
 from draguard.harness.scenario.types import Driver, EvidenceRule, Node, Request, Scenario, Step
-from draguard.harness.fleet.installed import controlled_pods, fake_driver_container, find_daemonset
+from draguard.harness.fleet.installed import (FAKE_DRIVER_FAULTS, controlled_pods, fake_driver_container, find_daemonset,
+                                             installed_offers)
 from draguard.harness.fleet.coverage import (LOCAL_PARTIAL, NOT_JUDGED, PARTIAL, coverage, free_devices, pinned_nodes,
                                              runs_containers, scenario_devices)
 
@@ -123,8 +124,7 @@ class ClusterFacts:
 
     def offers(self) -> set[str]:
         """The fleet capabilities (``draguard.harness.fleet``) this cluster gives the driver's steps."""
-        return ({"restart-driver", "stop-driver"} if self.daemonset else set()) | (
-            {"kill-node"} if self.kind_nodes else set())
+        return installed_offers(self.daemonset is not None, self.kind_nodes, self.fake_driver)
 
     def describe(self) -> str:
         nodes = ", ".join(f"{n}: {len(d)}" for n, d in sorted(self.devices.items())) or "none"
@@ -233,7 +233,9 @@ def _static_reasons(sc: Scenario, target: RunTarget, facts: ClusterFacts) -> lis
         {"restart-driver"} if target.restart_command else set())
     for step in sc.timeline:
         entry = FAULTS.get(step.fault)
-        for need in (n for n in entry.meta.get("needs", ()) if n not in have):
+        # A fake driver's fault that an installed fake driver takes through its files on the node needs only that.
+        carried = FAKE_DRIVER_FAULTS.get(step.fault) in have
+        for need in (n for n in entry.meta.get("needs", ()) if n not in have and not carried):
             reasons.append(f"step {step.name} ({step.fault}) {_NEEDS.get(need, 'needs ' + need)}")
         if step.target is not None and step.target.device is not None:
             reasons.append(f"step {step.name} ({step.fault}) targets the fake device {step.target.device}")

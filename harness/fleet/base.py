@@ -26,6 +26,7 @@ from draguard.harness.core.errors import HarnessError
 from draguard.harness.core.process import NodeProcess
 from draguard.harness.core.progress import Counted
 from draguard.harness.core.registry import Registry
+from ..devices.truth import HardwareFault, NodeTruth
 from ..invariants import DeviceId, NodeDriverState
 from ..kube import Kube, Obj
 from ..proxy.call_rules import FaultSet
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
     from ..kubelet.process import HollowKubelet
     from ..nodes.process import FakeNodesProcess
 
-__all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for", "DriverControl", "NodeControl", "Undoable"]
+__all__ = ["Fleet", "FleetRun", "FLEETS", "FLEET_CAPABILITIES", "fleet_for", "DriverControl", "NodeControl", "Undoable",
+           "FaultFile", "NodeDevices"]
 
 FLEET_CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "restart-driver": "a node's driver can be killed, crashed and started again",
@@ -48,6 +50,7 @@ FLEET_CAPABILITIES: Mapping[str, str] = MappingProxyType({
     "kill-node": "a node's agent can be killed, lost and started again",
     "device-truth": "each node's hardware (its device truth) can be read and failed",
     "driver-books": "the driver's own records (its checkpoint) can be read",
+    "driver-faults": "the fake driver's fault file can be written (prepare, unprepare and reset failures, slow resets)",
     "interpose": "the gRPC interposer can sit between the nodes and the driver",
 })
 """What a fleet may offer a run; a fleet lists those it offers in :attr:`Fleet.capabilities`."""
@@ -80,6 +83,49 @@ class NodeControl(Protocol):
     def lose(self) -> None: ...
 
     def back(self) -> None: ...
+
+
+class FaultFile(Protocol):
+    """The fault file of draguard's fake driver on one node when the driver is not a process of the run (an
+    installed driver's pod): composed in a local copy under :attr:`root` (laid out as
+    :mod:`draguard.harness.driver.fault_control` lays out a node's files) and copied onto the node."""
+
+    node: str
+    driver: str
+    root: Path
+
+    def pull(self) -> None:
+        """The node's fault file and its counts into the local copy."""
+        ...
+
+    def push(self) -> None:
+        """The local copy's fault file onto the node (atomically)."""
+        ...
+
+    def undo(self, previous: str | None) -> tuple[str, dict[str, Any]]:
+        """The journal's undo (kind, arguments) that puts the node's fault file back to ``previous``."""
+        ...
+
+    def fired(self, kind: str) -> int:
+        """How often fault ``kind`` fired there since it was set (the last count read when the node cannot be read now)."""
+        ...
+
+
+class NodeDevices(Protocol):
+    """The fake hardware (device truth) of one node when it is not under the run's node root (an installed
+    fake driver's node), as steps fail and repair its devices and the judge reads it."""
+
+    node: str
+
+    def read(self) -> NodeTruth: ...
+
+    def raise_fault(self, device: str, fault: HardwareFault) -> None: ...
+
+    def repair(self, device: str) -> None: ...
+
+    def undo(self) -> tuple[str, dict[str, Any]]:
+        """The journal's undo (kind, arguments) that puts the node's device truth back as it is now."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -158,6 +204,16 @@ class Fleet:
     def node_control(self, node: str, before: Undoable) -> NodeControl | None:
         """How a step restarts or loses ``node`` on this fleet; None where the run's own node agents
         are that node (the step context reaches them directly)."""
+        return None
+
+    def fault_file(self, node: str) -> FaultFile | None:
+        """The fault file of draguard's fake driver on ``node`` where the driver is not a process of the run
+        (an installed one); None where it is (the step context writes its file directly) or there is none."""
+        return None
+
+    def node_devices(self, node: str) -> NodeDevices | None:
+        """The device truth of ``node`` where it is not under the run's node root (an installed fake driver's
+        node); None where it is, or where there is none."""
         return None
 
     def processes(self) -> Iterator[NodeProcess]:

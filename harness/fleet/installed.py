@@ -38,7 +38,8 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from draguard.harness.core.commands import run_restart_command
@@ -46,14 +47,18 @@ from draguard.harness.core.errors import HarnessError, UsageError
 
 from ..cluster.kind.cluster import KindCluster, KindNodes
 from ..cluster.kind.driverimage import FAKE_DRIVER_REPO
+from ..cluster.podfiles import PodFiles
+from ..devices.truth import HardwareFault, NodeTruth, truth_dir, TRUTH_FILE
+from ..driver import fault_control
 from ..driver.external import TEST_DRIVER_NAME, claims_of_cdi_specs
 from ..driver.state import Checkpoint
 from ..invariants import DeviceId, DeviceState, NodeDriverState
 from ..kube import RUN_LABEL, ApiError, Kube, Obj
-from .base import FLEETS, DriverControl, Fleet, FleetRun, NodeControl, Undoable
+from .base import FLEETS, DriverControl, FaultFile, Fleet, FleetRun, NodeControl, NodeDevices, Undoable
 from .coverage import free_devices, pinned_nodes, runs_containers
 
-__all__ = ["InstalledFleet", "find_daemonset", "controlled_pods", "fake_driver_container", "PLUGINS_DIR"]
+__all__ = ["InstalledFleet", "find_daemonset", "controlled_pods", "fake_driver_container", "fake_driver_paths",
+           "installed_offers", "FAKE_DRIVER_FAULTS", "PLUGINS_DIR"]
 
 PLUGINS_DIR = "/var/lib/kubelet/plugins"
 CDI_DIR = "/var/run/cdi"
@@ -90,6 +95,50 @@ def fake_driver_container(ds: Obj) -> str | None:
         if image.rsplit(":", 1)[0] == FAKE_DRIVER_REPO or "draguard.harness.driver.main" in (c.get("command") or []):
             return str(c.get("name") or "")
     return None
+
+
+FAKE_DRIVER_FAULTS: Mapping[str, str] = {
+    "prepare-failure": "driver-faults",
+    "prepare-hang": "driver-faults",
+    "unprepare-failure": "driver-faults",
+    "reset-failure": "driver-faults",
+    "reset-slow": "driver-faults",
+    "device-failure": "device-truth",
+}
+"""Faults of draguard's fake driver (they need ``fake-driver``, or ``rpc-faults`` without the gRPC interposer)
+that an installed fake driver takes through the files its pod shares with the node -> the capability of
+this fleet that carries them: its fault file, or its device truth. Crash points and checkpoint damage are
+not among them: they need the driver's process kept down and started by the run, which the DaemonSet's
+kubelet does instead."""
+
+
+def installed_offers(daemonset: bool, kind_nodes: bool, fake_driver: bool) -> set[str]:
+    """What this fleet gives a run's steps on a cluster (:data:`~.base.FLEET_CAPABILITIES` names): the
+    driver's restarts and stops through its DaemonSet, the nodes of draguard's kind cluster, and, where
+    the DaemonSet runs draguard's fake driver, its fault file and device truth through its pods."""
+    return ({"restart-driver", "stop-driver"} if daemonset else set()) | ({"kill-node"} if kind_nodes else set()) | (
+        {"driver-faults", "device-truth"} if daemonset and fake_driver else set())
+
+
+def fake_driver_paths(ds: Obj, container: str, driver: str, node: str) -> tuple[str, str] | None:
+    """Where the fake driver of ``ds``'s ``container`` keeps, on ``node``, its fault file's directory (its
+    plugin directory) and its device truth's root: from its args (``--kubelet-dirs``: the kubelet's plugin
+    directory, as deploy/fake-driver.yaml runs it; ``--root``: the device truth's root). None when its args
+    do not say (no ``--root``)."""
+    args: list[str] = []
+    for c in ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []:
+        if c.get("name") == container:
+            args = [str(a) for a in c.get("args") or []]
+    root = None
+    for i, a in enumerate(args):
+        if a.startswith("--root="):
+            root = a.split("=", 1)[1]
+        elif a == "--root" and i + 1 < len(args):
+            root = args[i + 1]
+    if not root:
+        return None
+    plugin = f"{PLUGINS_DIR}/{driver}" if "--kubelet-dirs" in args else f"{root.rstrip('/')}/{node}/plugins/{driver}"
+    return plugin, root.rstrip("/")
 
 
 def _with_mutant(args: list[str], mutant: str) -> list[str]:
@@ -142,7 +191,7 @@ def _exclusion(original: dict[str, Any] | None, nodes: set[str]) -> dict[str, An
                                       "the API to its DaemonSet, and to the node containers on kind")
 class InstalledFleet(Fleet):
     name = "installed"
-    capabilities = frozenset({"restart-driver", "stop-driver", "kill-node"})
+    capabilities = frozenset({"restart-driver", "stop-driver", "kill-node", "driver-faults", "device-truth"})
     """At most these: :meth:`offers` says which this cluster has."""
     republish_grace = 90.0
     """A kubelet that starts wipes its node's ResourceSlices until the drivers register again
@@ -180,6 +229,10 @@ class InstalledFleet(Fleet):
         self._mutant_restore: dict[str, Any] | None = None
         self._restart_command: str | None = None
         """``driver.restartCommand``: how steps restart the driver where no DaemonSet of it is found."""
+        self._fault_files: dict[str, _PodFaultFile] = {}
+        self._node_devices: dict[str, _PodDevices] = {}
+        self._faults_root: Path | None = None
+        """Where the fault files are composed before they are copied into the driver's pods."""
         """The merge patch that puts the DaemonSet's containers back, while a mutant runs."""
 
     def start(self, run: FleetRun) -> None:
@@ -195,6 +248,7 @@ class InstalledFleet(Fleet):
         except ApiError as exc:  # not allowed to list DaemonSets: the driver is still judged, without driver chaos
             run.log(f"cannot look for the driver's DaemonSet ({exc}); steps that restart the driver cannot run")
         self.fake = fake_driver_container(self.daemonset) if self.daemonset is not None else None
+        self._faults_root = run.node_root / "installed-faults"
         if sc.driver.mutant:
             self._run_mutant(run, sc.driver.mutant)
         pinned = pinned_nodes(sc)
@@ -265,11 +319,40 @@ class InstalledFleet(Fleet):
     def offers(self, capability: str) -> bool:
         if capability == "restart-driver":
             return self.daemonset is not None or self._restart_command is not None
-        if capability == "stop-driver":
-            return self.daemonset is not None
-        if capability == "kill-node":
-            return self.kind_nodes is not None
-        return False
+        return capability in installed_offers(self.daemonset is not None, self.kind_nodes is not None,
+                                              self.fake is not None)
+
+    # -- the fake driver's files on its nodes, through its pods ------------------------------------
+    def _pod_files(self, node: str) -> tuple[PodFiles, tuple[str, str]] | None:
+        if self.daemonset is None or self.fake is None or self.kube is None:
+            return None
+        paths = fake_driver_paths(self.daemonset, self.fake, self._driver, node)
+        if paths is None:
+            return None
+        _, ns, name = self._ds()
+        return PodFiles(self.kube, ns, name, node, self.fake), paths
+
+    def fault_file(self, node: str) -> FaultFile | None:
+        """The fake driver's fault file on ``node``, written inside its pod there through the API's exec (the
+        pod mounts the plugin directory from the node, so the file outlasts the pod)."""
+        if node not in self._fault_files:
+            found = self._pod_files(node)
+            if found is None or self._faults_root is None:
+                return None
+            files, (plugin_dir, _) = found
+            self._fault_files[node] = _PodFaultFile(files, plugin_dir, self._faults_root, self._driver)
+        return self._fault_files[node]
+
+    def node_devices(self, node: str) -> NodeDevices | None:
+        """The fake driver's device truth on ``node``, read and changed inside its pod there (the pod mounts
+        the truth's root from the node)."""
+        if node not in self._node_devices:
+            found = self._pod_files(node)
+            if found is None:
+                return None
+            files, (_, truth_root) = found
+            self._node_devices[node] = _PodDevices(files, truth_root)
+        return self._node_devices[node]
 
     # -- the driver --------------------------------------------------------------------------------
     def driver_control(self, node: str, before: Undoable) -> DriverControl | None:
@@ -458,6 +541,93 @@ class InstalledFleet(Fleet):
 
 
 _SEP = "--draguard-books--"
+
+
+class _PodFaultFile:
+    """The fake driver's fault file on one node, reached through its pod (:class:`~.base.FaultFile`)."""
+
+    def __init__(self, files: PodFiles, plugin_dir: str, root: Path, driver: str) -> None:
+        self.files = files
+        self.node = files.node
+        self.driver = driver
+        self.root = root
+        self.remote = f"{plugin_dir}/{fault_control.FAULTS_FILE}"
+        self._remote_used = f"{plugin_dir}/{fault_control.USED_FILE}"
+        self.local = fault_control.faults_path(root, self.node, driver)
+        self._fired: dict[str, int] = {}
+
+    def pull(self) -> None:
+        self.local.parent.mkdir(parents=True, exist_ok=True)
+        for remote, local in ((self.remote, self.local), (self._remote_used, self.local.with_name(fault_control.USED_FILE))):
+            content = self.files.read(remote)
+            if content is None:
+                local.unlink(missing_ok=True)
+            else:
+                local.write_text(content)
+
+    def push(self) -> None:
+        self.files.write(self.remote, self.local.read_text() if self.local.exists() else None)
+
+    def undo(self, previous: str | None) -> tuple[str, dict[str, Any]]:
+        return "pod-file", self.files.undo_args(self.remote, previous)
+
+    def fired(self, kind: str) -> int:
+        try:
+            self.pull()
+        except HarnessError:  # the driver's pod is being replaced: what was read last
+            return self._fired.get(kind, 0)
+        self._fired[kind] = fault_control.fired(self.root, self.node, self.driver, kind)
+        return self._fired[kind]
+
+
+_TRUTH_CHANGE = """
+import sys
+from draguard.harness.devices.truth import DeviceTruth, HardwareFault
+root, node, op, device = sys.argv[1:5]
+truth = DeviceTruth(root, node)
+if op == "repair":
+    truth.repair(device)
+else:
+    truth.raise_fault(device, HardwareFault(sys.argv[5], int(sys.argv[6]), sys.argv[7]))
+"""
+"""Changes the device truth inside the fake driver's pod with the driver's own code (the truth's lock and
+atomic replace, as every writer on the node takes them)."""
+
+
+class _PodDevices:
+    """The fake driver's device truth on one node, reached through its pod (:class:`~.base.NodeDevices`)."""
+
+    def __init__(self, files: PodFiles, truth_root: str) -> None:
+        self.files = files
+        self.node = files.node
+        self.truth_root = truth_root
+        self.path = str(truth_dir(Path(truth_root), self.node) / TRUTH_FILE)
+
+    def _text(self) -> str | None:
+        return self.files.read(self.path)
+
+    def read(self) -> NodeTruth:
+        text = self._text()
+        if text is None:
+            return NodeTruth(self.node)
+        try:
+            return NodeTruth.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HarnessError(f"node {self.node}: the device truth {self.path} cannot be read: {exc}") from exc
+
+    def _change(self, *args: str) -> None:
+        code, _, err = self.files.run(["python3", "-c", _TRUTH_CHANGE, self.truth_root, self.node, *args])
+        if code != 0:
+            raise HarnessError(f"node {self.node}: cannot change the device truth {self.path}: {err.strip()[-300:]}")
+
+    def raise_fault(self, device: str, fault: HardwareFault) -> None:
+        self._change("fault", device, fault.kind, str(fault.xid), fault.message)
+
+    def repair(self, device: str) -> None:
+        self._change("repair", device)
+
+    def undo(self) -> tuple[str, dict[str, Any]]:
+        return "pod-file", self.files.undo_args(self.path, self._text())
 
 
 class _Books:

@@ -40,7 +40,7 @@ from draguard.harness.core.paths import NodeDirs
 from ..devices.truth import DeviceTruth, HardwareFault
 from draguard.harness.driver import fault_control as faults
 from draguard.harness.driver.fault_control import CrashPoint
-from ..fleet.base import DriverControl, Fleet
+from ..fleet.base import DriverControl, FaultFile, Fleet
 from ..judge.observe import Observer, Timeline
 from ..kube import Kube, Obj
 from ..result import LoadSummary, RunRecord
@@ -99,10 +99,21 @@ class RunHandles:
 class FakeDriverControl:
     """The fake driver of one node, as a step may use it: every action journals itself."""
 
-    def __init__(self, ctx: StepContext, proc: FakeDriverProcess) -> None:
+    def __init__(self, ctx: StepContext, proc: FakeDriverProcess | None, node: str = "",
+                 files: FaultFile | None = None) -> None:
         self._ctx = ctx
-        self._proc = proc
-        self.node = proc.node
+        self._maybe_proc = proc
+        self._files = files
+        """The fault file of an installed fake driver (its pod on the node), when the run has no process of it."""
+        self.node = proc.node if proc is not None else node
+
+    @property
+    def _proc(self) -> FakeDriverProcess:
+        if self._maybe_proc is None:
+            raise UsageError(f"step {self._ctx.step.name}: fault {self._ctx.step.fault} needs draguard's fake driver "
+                             f"on node {self.node} as a process of the run; the installed one takes only the faults of "
+                             "its fault file and device truth")
+        return self._maybe_proc
 
     def kill(self) -> None:
         """SIGKILL the driver; the run starts it again if the step does not (teardown stops it anyway)."""
@@ -159,17 +170,27 @@ class FakeDriverControl:
     def set_fault(self, kind: str, spec: dict[str, object], *, until_cleanup: bool) -> None:
         """Switch on one fault kind of the driver (``reset_fail``, ``prepare_fail``...), keeping the
         others; it is switched off at cleanup start (``until_cleanup``) or at teardown. Counted."""
-        proc = self._proc
-        path = faults.faults_path(proc.root, self.node, proc.driver)
+        files = self._files  # an installed driver's: composed in a local copy, copied into its pod
+        root, driver = (files.root, files.driver) if files is not None else (self._proc.root, self._proc.driver)
+        path = faults.faults_path(root, self.node, driver)
+        if files is not None:
+            files.pull()
         previous = path.read_text() if path.exists() else None
-        self._ctx.before(UndoAction("write-file", {"path": str(path), "content": previous}))
-        faults.set_faults(proc.root, self.node, proc.driver, merge=True, **{kind: spec})
+        self._ctx.before(UndoAction(*files.undo(previous)) if files is not None else
+                         UndoAction("write-file", {"path": str(path), "content": previous}))
+        faults.set_faults(root, self.node, driver, merge=True, **{kind: spec})
+        if files is not None:
+            files.push()
 
         def clear() -> None:
-            faults.set_faults(proc.root, self.node, proc.driver, merge=True, **{kind: None})
+            if files is not None:
+                files.pull()
+            faults.set_faults(root, self.node, driver, merge=True, **{kind: None})
+            if files is not None:
+                files.push()
 
         self._ctx.on_undo(clear, until_cleanup=until_cleanup)
-        self._ctx.count_fired(lambda: faults.fired(proc.root, self.node, proc.driver, kind))
+        self._ctx.count_fired(lambda: files.fired(kind) if files is not None else faults.fired(root, self.node, driver, kind))
         self._ctx.note(f"{kind} {spec} on {self.node}")
 
 
@@ -276,6 +297,9 @@ class StepContext:
     def fake_driver(self, node: str) -> FakeDriverControl:
         """The fake driver of ``node``; a clear error for an external driver."""
         proc = self._run.fleet.drivers.get(node)
+        files = self._run.fleet.fault_file(node) if proc is None else None
+        if files is not None:  # an installed fake driver: its fault file on the node, through its pod
+            return FakeDriverControl(self, None, node, files)
         if proc is None:
             raise UsageError(
                 f"step {self.step.name}: fault {self.step.fault} needs draguard's fake driver on node {node}; "
@@ -292,6 +316,12 @@ class StepContext:
         through NVML); repaired at the start of cleanup. A driver learns of it only through its own health
         check."""
         self.require_devices(node, [device])
+        remote = self._run.fleet.node_devices(node) if node not in self._run.fleet.drivers else None
+        if remote is not None:  # an installed fake driver's node: its device truth there, through its pod
+            self.before(UndoAction(*remote.undo()))
+            remote.raise_fault(device, fault)
+            self.on_undo(functools.partial(remote.repair, device), until_cleanup=True)
+            return
         truth = DeviceTruth(self._run.node_root, node)
         self.before(UndoAction("none", {"why": "the device truth lives under the run's node root, removed at teardown"}))
         truth.raise_fault(device, fault)
@@ -299,10 +329,11 @@ class StepContext:
 
     def require_devices(self, node: str, devices: list[str]) -> None:
         """A clear error unless the hardware of fake node ``node`` (its device truth) has every one of ``devices``."""
-        if node not in self._run.fleet.drivers:
+        remote = self._run.fleet.node_devices(node) if node not in self._run.fleet.drivers else None
+        if node not in self._run.fleet.drivers and remote is None:
             raise UsageError(f"step {self.step.name}: fault {self.step.fault} needs a fake node's device truth; "
                              f"node {node} has none (an external driver on a real node)")  # fmt: skip
-        have = DeviceTruth(self._run.node_root, node).read().devices
+        have = (remote.read() if remote is not None else DeviceTruth(self._run.node_root, node).read()).devices
         missing = [d for d in devices if d not in have]
         if missing:
             raise UsageError(f"step {self.step.name}: node {node} has no device {', '.join(missing)}; it has "

@@ -34,6 +34,7 @@ from draguard.harness.core.paths import state_dir
 from draguard.harness.core.process import kill_pid, pid_alive
 
 from ..cluster.kind.cluster import KindNodes
+from ..cluster.podfiles import undo_pod_file
 from ..cluster.local import LocalCluster
 from ..kube import KINDS, RUN_LABEL, ApiError, Kube
 
@@ -95,6 +96,7 @@ UNDO_HANDLERS: dict[str, UndoHandler] = {
     "delete-object": _undo_delete_object,
     "write-file": _undo_write_file,
     "patch-object": _undo_patch_object,
+    "pod-file": undo_pod_file,
     "none": lambda kube, args: None,
 }
 """Undo kinds that need nothing but the journal; processes restarted by a fault are the runner's job

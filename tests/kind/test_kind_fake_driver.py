@@ -5,9 +5,11 @@ containerd and runc), its image built offline from this checkout and loaded with
   environment and the device node); the claim's CDI spec and the driver's checkpoint live on the node's
   hostPaths while it runs and are gone after;
 - the library, retargeted at it (``draguard run scenarios --cluster kind --driver gpu.draguard.dev
-  --device-class draguard-fake-driver``): the scenarios that apply on kind (:data:`APPLIES_ON_KIND`) hold
-  every invariant against the correct driver and meet their expectations, but for the one progress rule
-  a real kubelet does not reach within its settle (:data:`NOT_REACHED_ON_KIND`);
+  --device-class draguard-fake-driver``): the scenarios that apply on kind (:data:`APPLIES_ON_KIND`), among
+  them those whose steps switch on the fake driver's faults through its fault file and device truth on the
+  node (written inside its pod there with the API's exec), hold every invariant against the correct driver
+  and meet their expectations but for the progress rules listed in :data:`NOT_REACHED_ON_KIND`; every
+  fault fired;
 - each mutant whose catching scenario applies on kind (:data:`CAUGHT_ON_KIND`), switched on through the
   DaemonSet's args by the installed fleet, is caught by the invariant named there, and the DaemonSet is
   the correct driver again afterwards.
@@ -43,10 +45,16 @@ NAME = "draguard-fake-driver"  # the DaemonSet and the DeviceClass of deploy/fak
 APPLIES_ON_KIND = {
     "cdi-devices-correct-driver", "driver-down-until-cleanup", "driver-restart-mid-gang", "force-delete-driver-down",
     "gang-deadlock-per-pod", "node-agent-restart", "node-loss-returns", "preempt-gang-member",
+    # through the fake driver's fault file on the node (prepare, unprepare and reset failures, slow resets)
+    "drain-node-unprepare-failure", "evict-before-prepare-succeeded", "reset-failure-correct-driver",
+    "slow-reset-does-not-block-prepare",
+    # through its device truth on the node (a device fails)
+    "device-failure-correct-driver", "gpu-faults-correct-driver",
 }
 """Library scenarios that apply on a 1+2 kind cluster with 4 fake devices per worker: the others need the fake
-driver's faults or its fake node agents, the gRPC interposer, a control plane draguard started, 8 devices
-on a node, the PodGroup API, or opaque configuration the driver does not take (each says which)."""
+driver's crash points, checkpoint damage or fake node agents, the gRPC interposer, a control plane draguard
+started, 8 devices on a node, the PodGroup API, opaque configuration the driver does not take, or expect a
+violation in what is not judged on an installed driver (each says which)."""
 NOT_REACHED_ON_KIND = {"force-delete-driver-down": "newcomer: all pod(s) Running"}
 """Scenario -> the progress expectation that a real kubelet does not reach within the scenario's settle
 (20 s) against the correct driver: the newcomer's prepare fails while the driver is down ("DRA driver
