@@ -26,6 +26,7 @@ from draguard.harness.campaign.retarget import retarget as retarget_scenario
 from draguard.harness.campaign.scenarios import run_scenarios
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.driver.external import TEST_DRIVER_NAME
+from draguard.harness.judge.baseline import MAX_SLOWDOWN, MIN_SECONDS, judge_against
 from draguard.harness.result import RunResult
 from draguard.harness.runner.journal import pending_journals, recover
 from draguard.harness.runner.setup import kubeconfig_of
@@ -73,14 +74,27 @@ def _render(out: Path, result: RunResult, formats: list[str]) -> None:
               help="With --driver on a cluster: a shell command that restarts the driver on a node ({node} is "
                    "replaced by its name) and returns once it is back; driver-restart steps then apply where "
                    "no DaemonSet of the driver is found.")
+@click.option("--baseline", type=click.Path(path_type=Path), metavar="DIR",
+              help="A finished run of the same scenarios (its report directory or verdict.json): a scenario that "
+                   "takes much longer than there is not met.")
+@click.option("--max-slowdown", type=click.FloatRange(1.0, min_open=True), default=MAX_SLOWDOWN, show_default=True,
+              help="With --baseline: how many times the baseline's wall time a scenario may take (a slowdown "
+                   f"under {MIN_SECONDS:g}s never counts).")
 @click.option("--parallel", type=click.IntRange(1, 16), default=1, show_default=True,
               help="Scenarios run at a time, each on a local control plane of its own in its own process "
                    "(not with --driver, --repeat or an existing cluster).")
 def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, report_dir: Path, formats: list[str],
         seed: int | None, dry_run: bool, bin_dir: str | None, repeat: int, driver_name: str | None,
-        device_class: str | None, restart_command: str | None, parallel: int) -> None:
+        device_class: str | None, restart_command: str | None, baseline: Path | None, max_slowdown: float,
+        parallel: int) -> None:
     """Run scenario files (or folders of them) and write the reports; exit 0 if all met expectations."""
     _refuse_formats_as_scenarios(scenarios)
+    if baseline is not None and repeat > 1:
+        raise UsageError("--baseline compares one run with another: not with --repeat")
+    try:
+        before = reports.load_report(baseline, timelines=False) if baseline is not None else None
+    except UsageError as exc:
+        raise UsageError(f"--baseline: {exc}") from None
     loaded = load_scenarios(scenarios)
     for sc in loaded:  # a file written when an invariant left out of hold did not count
         if sc.hold_note:
@@ -142,6 +156,9 @@ def run(scenarios: tuple[str, ...], backend: str | None, kube: KubeTarget, repor
             ok = rates.met == repeat and ok
         raise click.exceptions.Exit(EXIT_OK if ok else EXIT_FAILED)
     result = run_scenarios(loaded, retargeting=retarget, parallel=parallel, note=_note, **settings)
+    if before is not None:
+        for line in judge_against(result, before, str(baseline), max_slowdown):
+            _err.print(line, highlight=False, markup=False, soft_wrap=True)
     result.environment["replayOptions"] = _replay_options(backend if retarget is None else None, kube, retarget,
                                                           bin_dir)
     _render(report_dir, result, formats)

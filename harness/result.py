@@ -449,9 +449,10 @@ class StepResult:
 @dataclass
 class ExpectationResult:
     """One ``expect`` entry beyond hold/violate: progress that must happen, an Event that must come (or
-    not), evidence a violation must carry."""
+    not), evidence a violation must carry; or, with ``draguard run --baseline``, a wall time within the
+    baseline run's (:mod:`draguard.harness.judge.baseline`)."""
 
-    kind: Literal["progress", "event", "evidence"]
+    kind: Literal["progress", "event", "evidence", "baseline"]
     rule: str
     met: bool
     detail: str = ""

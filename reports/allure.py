@@ -85,6 +85,15 @@ def _scenario(w: _Writer, s: ScenarioResult, started: float) -> None:
             parameters=[Parameter("expected", inv.describe_expected), Parameter("seed", str(s.seed))],
             attachments=[w.attach("evidence", _evidence(inv.violations))] if inv.violations else [],
         ))
+    for e in s.expectation_results:
+        ident = f"scenario.{s.name}.expect.{e.kind}.{e.rule}"
+        w.result(TestResult(
+            uuid=str(uuid.uuid4()), name=f"{s.name}: expect {e.kind} {e.rule}", fullName=f"draguard.{ident}",
+            historyId=ident, testCaseId=ident, description=f"expect {e.kind}: {e.rule}",
+            status=AllureStatus.PASSED if e.met else AllureStatus.FAILED,
+            statusDetails=StatusDetails(message=("" if e.met else "not met: ") + (e.detail or e.rule)),
+            labels=_labels(s.name, "expectations", s.environment), start=_ms(started, 0), stop=stop,
+        ))
     steps = []
     for st in s.steps:
         ok = st.ok and st.status == "ok"

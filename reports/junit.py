@@ -13,7 +13,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from draguard.harness.result import (CheckResult, Evidence, InvariantResult, LoadSummary, RunResult, ScenarioResult,
+from draguard.harness.result import (CheckResult, Evidence, ExpectationResult, InvariantResult, LoadSummary, RunResult, ScenarioResult,
                                      StepResult)
 
 from .files import write_atomic
@@ -97,6 +97,16 @@ def _step_case(suite: ET.Element, s: ScenarioResult, st: StepResult) -> str:
     return "failure"
 
 
+def _expectation_case(suite: ET.Element, s: ScenarioResult, e: ExpectationResult) -> str:
+    case = ET.SubElement(suite, "testcase", classname=f"draguard.scenario.{s.name}", name=f"expect {e.kind} {e.rule}",
+                         time="0")
+    if e.met:
+        ET.SubElement(case, "system-out").text = e.detail or "met"
+        return "passed"
+    ET.SubElement(case, "failure", message=f"not met: {e.detail}"[:500], type=e.kind).text = e.detail or "not met"
+    return "failure"
+
+
 def _check_case(suite: ET.Element, c: CheckResult) -> str:
     case = ET.SubElement(suite, "testcase", classname="draguard.check", name=c.id, time=f"{c.duration:.3f}")
     if c.status in ("skipped", "not-applicable"):
@@ -138,6 +148,7 @@ def to_xml(result: RunResult) -> str:
             outcomes.append("error")
         outcomes += [_invariant_case(suite, s, inv) for inv in s.invariants.values()]
         outcomes += [_step_case(suite, s, st) for st in s.steps]
+        outcomes += [_expectation_case(suite, s, e) for e in s.expectation_results]
         _finish(suite, outcomes, s.duration)
         all_outcomes += outcomes
     if result.checks:

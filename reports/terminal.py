@@ -147,6 +147,11 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
         for st in s.steps:
             if not (st.status == "ok" or st.optional):
                 say(f"[red]{s.name}: step {st.name} ({st.fault}): {st.status}: {escape(st.detail)}[/red]")
+        for x in s.expectation_results:
+            if not x.met:
+                say(f"[red]{s.name}: expect {x.kind} {escape(x.rule)}: not met{': ' + escape(x.detail) if x.detail else ''}[/red]")
+            elif x.kind == "baseline":  # the comparison asked for on the command line: shown either way
+                say(f"{s.name}: {escape(x.detail)} (baseline: {escape(x.rule)})", "dim")
         for st in s.steps:
             if st.load is not None:
                 colour = "red" if st.load.fell_behind or st.load.error else "green"
