@@ -79,8 +79,13 @@ class NodeDirs:
 
     def dra_socket(self, driver: str, instance: str | None = None) -> Path:
         """The DRA service socket; one instance of a rolling update serves ``dra-<instance>.sock`` (the
-        kubeletplugin helper's rolling-update names, k8s.io/dynamic-resource-allocation/kubeletplugin)."""
-        return self.plugin_dir(driver) / (f"dra-{instance}.sock" if instance else "dra.sock")
+        kubeletplugin helper's rolling-update name, k8s.io/dynamic-resource-allocation/kubeletplugin), or
+        ``dra-<b64(sha256(instance))[:8 bytes]>.sock`` where that path would not fit a unix socket (a deep
+        root; the kubelet learns the endpoint from the registration, so the name is the driver's own)."""
+        if not instance:
+            return self.plugin_dir(driver) / "dra.sock"
+        path = self.plugin_dir(driver) / f"dra-{instance}.sock"
+        return path if len(str(path)) <= 107 else self.plugin_dir(driver) / f"dra-{_digest(instance, 8)}.sock"
 
     def registration_socket(self, driver: str, instance: str | None = None) -> Path:
         """The registration socket; for one instance of a rolling update the first of these names whose path

@@ -57,5 +57,7 @@ def test_rolling_update_socket_names_fit_a_unix_socket_as_the_helper_picks_them(
     # the UID does not fit: 8 bytes of its SHA-256, base64url without padding (values from Go's crypto/sha256
     # and encoding/base64.RawURLEncoding, as the helper computes them)
     assert name.name == "gpu.draguard.dev-W8AXi6-nRk8-reg.sock" and len(str(name)) <= 107
+    assert deep.dra_socket("gpu.draguard.dev", uid).name == f"dra-{uid}.sock"
     deeper = NodeDirs(Path("/tmp/" + "x" * 40), "gpu-node-0")
+    assert deeper.dra_socket("gpu.draguard.dev", uid).name == "dra-W8AXi6-nRk8.sock"
     assert deeper.registration_socket("gpu.draguard.dev", uid).name == "dra-PBYowWX-p7_1U_eZTCQaBg-reg.sock"
