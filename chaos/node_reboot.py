@@ -17,6 +17,7 @@ containers), the fake driver's process and the node agents through :class:`StepC
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from draguard.harness.core.registry import FAULTS
@@ -48,6 +49,7 @@ def node_reboot(ctx: StepContext, params: None) -> None:
         dirs = ctx.node_dirs(node)
         ctx.before(UndoAction("none", {"why": f"the CDI specs and sockets of {node} are volatile: its driver writes "
                                               "them again, and the node's directories go at teardown"}))  # fmt: skip
+        dirs.booted.write_text(f"{time.time()}\n")  # before the wipe: whoever sees the folder empty sees this
         specs = sorted(dirs.cdi.glob("*")) if dirs.cdi.is_dir() else []
         wiped = _wipe([p for p in specs if p.is_file()])
         sockets = _wipe(driver.sockets)

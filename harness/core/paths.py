@@ -74,6 +74,12 @@ class NodeDirs:
     def cdi(self) -> Path:
         return self.base / "cdi"
 
+    @property
+    def booted(self) -> Path:
+        """When the node last rebooted (wall-clock seconds), written by ``node-reboot``: what lived in memory
+        and on tmpfs (its CDI folder, sockets, containers) is gone since."""
+        return self.base / "booted"
+
     def plugin_dir(self, driver: str) -> Path:
         return self.plugins / driver
 

@@ -17,7 +17,10 @@ folder draguard cannot read):
   a claim the driver holds prepared on that node was answered the same ID.
 
 Both are judged only :data:`SETTLE` seconds after the call that made them so ended, so a spec written or
-removed as the answer went out is never caught half-way.
+removed as the answer went out is never caught half-way. A reboot empties the node's CDI folder (tmpfs,
+``/var/run/cdi``) while the driver's books keep the claim prepared; the kubelet prepares it again
+(kubernetes/kubernetes PR #141966), so a prepare answered before the node's last reboot is not judged:
+the prepare after it is.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def _ended(call: DriverCall) -> float:
                      judged="continuously", needs=("interposer-answers",))  # fmt: skip
 def check(snapshot: Snapshot) -> list[Violation]:
     folders = {(s.node, s.driver): s.cdi_devices for s in snapshot.drivers if s.cdi_devices is not None}
+    booted = {(s.node, s.driver): s.booted for s in snapshot.drivers if s.booted is not None}
     if not folders:
         return []
     history = ClaimHistory()
@@ -86,8 +90,8 @@ def check(snapshot: Snapshot) -> list[Violation]:
         claim = names[key]
         named = tuple(sorted({f"{driver}/{d.pool}/{d.device}" for d in answer}))
         if st.prepared and st.prepared_by is call:
-            if snapshot.time - _ended(call) < SETTLE:
-                continue
+            if snapshot.time - _ended(call) < SETTLE or _ended(call) < booted.get((node, driver), -1.0):
+                continue  # too fresh, or answered before the node rebooted: judged again once prepared again
             missing = [i for i in _ids(answer) if i not in devices]
             if missing:
                 out.append(Violation(

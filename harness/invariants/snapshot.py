@@ -92,6 +92,9 @@ class NodeDriverState:
     cdi_devices: frozenset[str] | None = None
     """The fully qualified CDI device names (``vendor/class=name``) that the node's CDI folder resolves
     (each defined once there); None when the folder was not read (a node whose files draguard cannot see)."""
+    booted: float | None = None
+    """When the node last rebooted (seconds from the scenario's start; ``node-reboot``), emptying its CDI
+    folder; None when it has not."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -301,8 +301,12 @@ class Judge:
         cdi_dir = h.fleet.drivers[node].node_root / node / "cdi"
         prefix = f"{h.driver_name}-"
         specs = frozenset(p.name[len(prefix):-len(".json")] for p in cdi_dir.glob(f"{prefix}*.json")) if cdi_dir.exists() else frozenset()
+        try:
+            booted: float | None = float((cdi_dir.parent / "booted").read_text()) + self.timeline.now() - time.time()
+        except (FileNotFoundError, ValueError):
+            booted = None
         return NodeDriverState(node=node, driver=h.driver_name, prepared=prepared, devices=devices, cdi_specs=specs,
-                               cdi_devices=resolvable(cdi_dir))
+                               cdi_devices=resolvable(cdi_dir), booted=booted)
 
     def _gpu_usage(self, h: JudgedRun) -> dict[DeviceId, GpuUsage]:
         """What each node's probe sees: processes and memory per device, MIG devices on their own

@@ -36,6 +36,18 @@ def test_a_prepared_claims_cdi_ids_must_resolve_on_its_node() -> None:
     assert _cdi(_snap(10.0, calls, None)) == [], "a node whose CDI folder was not read is not judged"
 
 
+def test_a_reboot_empties_the_folder_and_only_the_prepare_after_it_is_judged() -> None:
+    calls = [_prepare(1.0, "a", f"{D}/test=claim-a")]
+    rebooted = (NodeDriverState("n0", D, cdi_devices=frozenset(), booted=8.0),)
+    snap = Snapshot(time=12.0, driver_calls=tuple(calls), drivers=rebooted)
+    assert _cdi(snap) == [], "answered before the reboot emptied the folder: waits for the prepare after it"
+    again = (*calls, _prepare(9.0, "a", f"{D}/test=claim-a"))  # the kubelet prepares again; no spec written
+    found = _cdi(Snapshot(time=12.0, driver_calls=again, drivers=rebooted))
+    assert len(found) == 1 and "no CDI spec" in found[0], found
+    kept = (NodeDriverState("n0", D, cdi_devices=frozenset({f"{D}/test=claim-a"}), booted=8.0),)
+    assert _cdi(Snapshot(time=12.0, driver_calls=again, drivers=kept)) == []
+
+
 def test_an_unprepared_claim_leaves_no_cdi_device_behind() -> None:
     calls = [_prepare(1.0, "a", f"{D}/test=claim-a"), _unprepare(3.0, "a")]
     assert _cdi(_snap(10.0, calls, frozenset())) == []
