@@ -7,7 +7,7 @@ version line, junit_01.xml and e2e.log disagreeing, a required check skipped, a 
 programme's requirement not met; each named on its own line), 2 bad input (a missing product field,
 an unknown profile or programme, not a bundle), an unusable cluster, or, checked before any check
 starts, a ``--device-class`` that selects no published device, a ``--namespace`` that does not exist,
-or (``certify``) a socket path with no socket, 130 interrupted.
+a ``--calls`` record that does not exist, or (``certify``) a socket path with no socket, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from draguard.conformance.certify import CertifyOptions, certify, node_access, parse_profiles, parse_programmes, verify
-from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conformance
+from draguard.conformance.cluster import ClusterConfig, KubeletRestart, cluster_checks, run_conformance
 from draguard.harness.cluster.preflight import require_allocatable
 from draguard.harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from draguard.harness.kube import Kube
@@ -44,7 +44,8 @@ _driver = click.option("--driver", "driver_name", help="The driver's name (Resou
 _class = click.option("--device-class", help="A DeviceClass that selects the driver's devices.")
 _nodes = click.option("--nodes", default=None, help="Label selector of the nodes to use [default: all the driver serves].")
 _profile = click.option("--profile", "profiles", multiple=True,
-                        help="Profiles to run, comma-separated: core,topology,sharing,gang,chaos [default: all].")
+                        help="Profiles to run, comma-separated: core,topology,sharing,gang,chaos,driver-calls "
+                             "[default: all].")
 _restart = click.option("--restart-command", default=None,
                         help="Shell command that restarts the driver on node {node} (restart checks).")
 _fake = click.option("--fake-driver-root", type=click.Path(file_okay=False, path_type=Path),
@@ -84,6 +85,15 @@ def _need(**values: object) -> None:
 @_fake
 @_wait
 @_namespace
+@click.option("--kubelet-restart-command", default=None,
+              help="Shell command that restarts the node agent (kubelet) of node {node} while its pods run "
+                   "(conformance.chaos.kubelet-restart).")
+@click.option("--cdi-dir", default=None,
+              help="The nodes' CDI spec folder as seen from here, {node} replaced by the node's name: answered CDI "
+                   "IDs must resolve there, and no spec of an unprepared claim may stay [default: not judged].")
+@click.option("--calls", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The record of the gRPC interposer in front of the driver (draguard proxy --record FILE): the "
+                   "driver's calls are judged check by check (conformance.driver-calls.*) [default: not applicable].")
 @click.option("--check", "select", multiple=True, help="Run only checks whose id matches this glob (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write verdict.json here.")
@@ -91,7 +101,8 @@ def _need(**values: object) -> None:
 def conformance_command(
     kube: KubeTarget, driver_name: str | None, device_class: str | None, nodes: str | None,
     profiles: tuple[str, ...], restart_command: str | None, fake_driver_root: Path | None, wait_timeout: float,
-    namespace: str | None, select: tuple[str, ...], out: Path | None, list_only: bool,
+    namespace: str | None, kubelet_restart_command: str | None, cdi_dir: str | None, calls: Path | None,
+    select: tuple[str, ...], out: Path | None, list_only: bool,
 ) -> int:
     """Check a DRA driver installed in a cluster: claims, sharing, topology, gangs, chaos."""
     kubeconfig, context = kube.kubeconfig, kube.context
@@ -107,10 +118,15 @@ def conformance_command(
     assert kubeconfig and driver_name and device_class
     config = ClusterConfig(kubeconfig=kubeconfig, driver=driver_name, device_class=device_class, context=context,
                            nodes=nodes, profiles=chosen, select=select, wait_timeout=wait_timeout,
-                           namespace=namespace)
+                           namespace=namespace, cdi_dir=cdi_dir, calls=calls)
+    if calls is not None and not calls.is_file():
+        raise UsageError(f"--calls {calls}: no such file (the interposer writes it: draguard proxy --record {calls})")
     # Pre-flight: every check but one creates claims; with nothing allocatable each would wait for nothing.
     require_allocatable(Kube.from_kubeconfig(kubeconfig, context), device_class, where=str(kubeconfig))
-    result = run_conformance(config, node_access(fake_driver_root, driver_name, restart_command), _line)
+    access = node_access(fake_driver_root, driver_name, restart_command)
+    if kubelet_restart_command:
+        access = KubeletRestart(access, kubelet_restart_command)
+    result = run_conformance(config, access, _line)
     if out is not None:
         write_verdict(result, out)
     return _summary("conformance", result)

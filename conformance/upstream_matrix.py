@@ -5,7 +5,10 @@ vendor would run their own driver:
 
 - ``sanity``: the gRPC contract suite against the driver on one fake node of a local control plane, with
   its CDI folder and a restart hook (what ``--cdi-dir`` and ``--restart-command`` give);
-- ``conformance``: the cluster suite against the driver on two fake nodes, with a restart hook;
+- ``conformance``: the cluster suite against the driver on two fake nodes, with restart hooks for the driver
+  and the node agents (``--restart-command``, ``--kubelet-restart-command``), the nodes' CDI folders
+  (``--cdi-dir``), and the gRPC interposer in front of the driver, as ``draguard run`` puts it on a local
+  control plane: the driver's calls are judged check by check (``conformance.driver-calls.*``);
 - ``library``: ``draguard run scenarios/ --cluster local --driver test-driver.cdi.k8s.io --device-class
   test-gpus`` with ``DRAGUARD_TEST_DRIVER_VARIANT`` set, the scenarios that apply to that driver.
 
@@ -16,7 +19,9 @@ runs record every invariant's status, so the matrix also says which variants are
 invariants named in ``--new`` (the figures before they existed), from the same runs.
 
 Written as ``upstream-kill-matrix.json``; :mod:`draguard.reports.upstream_kill_matrix` renders the
-Markdown. Run as ``python -m draguard.conformance.upstream_matrix --out DIR [--variant V ...]``.
+Markdown. Run as ``python -m draguard.conformance.upstream_matrix --out DIR [--variant V ...]``; a variant's
+record in ``DIR`` keeps the suites a later measurement does not run (``--suite conformance`` measures that
+column again and leaves the sanity and library ones as they were).
 
 Talks to: the local control plane (:mod:`draguard.harness.cluster.local`), the fake node agents, the
 upstream driver's processes, the suites (:mod:`draguard.conformance`), ``draguard run`` as a subprocess.
@@ -51,6 +56,7 @@ from draguard.harness.driver.external import (
 )
 from draguard.harness.driver.upstream_variants import VARIANT_ENV, VARIANTS, Variant, build_variant, get_variant
 from draguard.harness.nodes import FakeNodesProcess
+from draguard.harness.proxy import Interposer
 
 __all__ = ["SUITES", "measure_variant", "caught", "main", "LIBRARY"]
 
@@ -66,15 +72,22 @@ def _binary(name: str) -> Path:
 
 
 class _Restart:
-    """Restart hook for both suites: stop and start the driver's process (``--restart-command``)."""
+    """Restart hooks for both suites: stop and start the driver's process (``--restart-command``), and the
+    fake node agents' process (``--kubelet-restart-command``: it serves both nodes, so both restart)."""
 
-    def __init__(self, procs: dict[str, ExternalPluginProcess], node: str | None = None) -> None:
-        self.procs, self.node = procs, node
+    def __init__(self, procs: dict[str, ExternalPluginProcess], node: str | None = None,
+                 agent: FakeNodesProcess | None = None) -> None:
+        self.procs, self.node, self.agent = procs, node, agent
 
     def restart(self, node: str | None = None) -> None:
         proc = self.procs[node or self.node or next(iter(self.procs))]
         proc.stop()
         proc.start()
+
+    def restart_kubelet(self, node: str) -> None:
+        if self.agent is None:
+            raise NotImplementedError("no node agent process")
+        self.agent.restart()
 
     def clear(self) -> None:
         pass
@@ -88,8 +101,9 @@ def _wait(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> No
         time.sleep(0.5)
 
 
-def _suites(name: str, chosen: tuple[str, ...], say: Say) -> dict[str, Any]:
-    """Sanity and conformance against variant ``name`` on a local control plane of their own."""
+def _suites(name: str, chosen: tuple[str, ...], say: Say, select: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Sanity and conformance against variant ``name`` on a local control plane of their own (``select``:
+    only the conformance checks matching these globs)."""
     from draguard.conformance.cluster import ClusterConfig, run_conformance
     from draguard.conformance.sanity import SanityConfig, run_sanity
 
@@ -100,6 +114,9 @@ def _suites(name: str, chosen: tuple[str, ...], say: Say) -> dict[str, Any]:
         kube = cluster.kube()
         nodes = [f"uvm-{tag}-{i}" for i in range(2)]
         root = Path(tempfile.mkdtemp(prefix="uvm", dir="/tmp"))
+        # The driver serves its sockets under <root>-plugins; the interposer serves them where the nodes look.
+        plugins = Path(f"{root}-plugins")
+        interposer = Interposer(plugins, root, record=root / "calls.jsonl", run_label=f"uvm-{tag}").start()
         agent = FakeNodesProcess(cluster.kubeconfig, nodes, root=root, run_label=f"uvm-{tag}", log=root / "nodes.log",
                                  extra_args=["--heartbeat-interval", "1", "--backoff-max", "1"])
         procs: dict[str, ExternalPluginProcess] = {}
@@ -107,7 +124,8 @@ def _suites(name: str, chosen: tuple[str, ...], say: Say) -> dict[str, Any]:
             agent.start()
             kube.create(external_device_class(DEVICE_CLASS))
             for n in nodes:
-                procs[n] = ExternalPluginProcess(cluster.kubeconfig, n, root=root, devices=4, binary=binary).start()
+                procs[n] = ExternalPluginProcess(cluster.kubeconfig, n, root=plugins, devices=4, binary=binary,
+                                                 node_root=root).start()
 
             def published() -> bool:
                 items, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={TEST_DRIVER_NAME}")
@@ -119,7 +137,7 @@ def _suites(name: str, chosen: tuple[str, ...], say: Say) -> dict[str, Any]:
                 p = procs[nodes[0]]
                 config = SanityConfig(registration_socket=p.registration_socket, kubeconfig=Path(cluster.kubeconfig),
                                       driver=TEST_DRIVER_NAME, plugin_socket=p.dra_socket, node=nodes[0],
-                                      cdi_dir=p.dirs.cdi)
+                                      cdi_dir=p.cdi_dir)
                 result = run_sanity(config, _Restart(procs, nodes[0]))
                 out["sanity"] = {"checks": {c.id: c.status for c in result.checks},
                                  "reasons": {c.id: c.reason for c in result.checks if c.status in ("failed", "error")},
@@ -129,8 +147,9 @@ def _suites(name: str, chosen: tuple[str, ...], say: Say) -> dict[str, Any]:
             if "conformance" in chosen:
                 started = time.monotonic()
                 cconfig = ClusterConfig(kubeconfig=Path(cluster.kubeconfig), driver=TEST_DRIVER_NAME,
-                                        device_class=DEVICE_CLASS, wait_timeout=45.0)
-                cresult = run_conformance(cconfig, _Restart(procs))
+                                        device_class=DEVICE_CLASS, wait_timeout=45.0, select=select,
+                                        cdi_dir=str(root / "{node}" / "cdi"))
+                cresult = run_conformance(cconfig, _Restart(procs, agent=agent), calls=interposer.recorder)
                 out["conformance"] = {"checks": {c.id: c.status for c in cresult.checks},
                                       "reasons": {c.id: c.reason for c in cresult.checks if c.status in ("failed", "error")},
                                       "seconds": round(time.monotonic() - started, 1)}
@@ -140,9 +159,11 @@ def _suites(name: str, chosen: tuple[str, ...], say: Say) -> dict[str, Any]:
             for proc in procs.values():
                 proc.stop()
             agent.stop()
+            interposer.stop()
             for n in nodes:
                 delete_published_slices(kube, n)
             shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(plugins, ignore_errors=True)
     return out
 
 
@@ -181,14 +202,19 @@ def _library(name: str, report: Path, say: Say) -> dict[str, Any]:
     return {"exit": done.returncode, "scenarios": scenarios, "seconds": round(time.monotonic() - started, 1)}
 
 
-def measure_variant(name: str, out: Path, suites: Iterable[str] = SUITES, say: Say = print) -> dict[str, Any]:
-    """Run the chosen suites against variant ``name``; written to ``out/<name>.json`` as well."""
+def measure_variant(name: str, out: Path, suites: Iterable[str] = SUITES, say: Say = print,
+                    select: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the chosen suites against variant ``name``; written to ``out/<name>.json`` as well, over the
+    suites of a record already there that were not run now."""
     get_variant(name)
     chosen = tuple(suites)
     say(f"{name}: {get_variant(name).describe()}")
-    record: dict[str, Any] = {"variant": name, "bug": get_variant(name).describe()}
+    kept = out / f"{name}.json"
+    record: dict[str, Any] = {k: v for k, v in (json.loads(kept.read_text()) if kept.is_file() else {}).items()
+                              if k in SUITES and k not in chosen}
+    record.update({"variant": name, "bug": get_variant(name).describe()})
     if {"sanity", "conformance"} & set(chosen):
-        record.update(_suites(name, chosen, say))
+        record.update(_suites(name, chosen, say, select))
     if "library" in chosen:
         record["library"] = _library(name, out / name / "library", say)
     out.mkdir(parents=True, exist_ok=True)
@@ -268,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="folder of the per-variant records")
     ap.add_argument("--variant", action="append", default=[], help="measure only these (repeatable)")
     ap.add_argument("--suite", action="append", choices=SUITES, default=[], help="only these suites (repeatable)")
+    ap.add_argument("--check", action="append", default=[],
+                    help="only the conformance checks whose id matches this glob (repeatable)")
     ap.add_argument("--combine", action="store_true", help="measure nothing: combine the records in --out")
     ap.add_argument("--new", action="append", default=[], help="invariants new in this measurement (repeatable)")
     ap.add_argument("--json", type=Path, help="write the matrix JSON here (with --combine)")
@@ -278,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.combine:
         for name in args.variant or [Variant.name, *VARIANTS]:
             try:
-                measure_variant(name, args.out, args.suite or SUITES)
+                measure_variant(name, args.out, args.suite or SUITES, select=tuple(args.check))
             except Exception as exc:  # one variant that cannot be measured does not stop the others
                 print(f"{name}: not measured: {exc}", flush=True)
                 args.out.mkdir(parents=True, exist_ok=True)

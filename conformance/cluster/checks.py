@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import time
 
+from draguard.harness.invariants.calls import drivers_answer
+from draguard.harness.invariants.snapshot import DriverCall
+
 from ..checks import CheckFailed, Skip, expect
 from .suite import ClusterContext, cluster_check
 
@@ -141,6 +144,72 @@ def reuse(ctx: ClusterContext) -> None:
         ctx.expect_released(node, uids, f"round {i + 1}")
 
 
+@cluster_check("conformance.core.concurrent-prepare",
+               rule="Pods started at once on one node, each with a claim of its own, all run: the driver prepares "
+                    "different claims side by side, and releases them all when the pods end.",
+               source="pkg/kubelet/cm/dra/manager.go (the kubelet's pod workers prepare the claims of different pods "
+                      "at the same time); draguard guardrail: no driver-wide lock across slow work")
+def concurrent_prepare(ctx: ClusterContext) -> None:
+    node = max(ctx.nodes, key=lambda n: len(ctx.devices(n)), default=None)
+    count = min(ctx.config.concurrent_pods, len(ctx.devices(node))) if node is not None else 0
+    if node is None or count < 2:
+        raise Skip(f"needs a node where {ctx.config.driver} publishes two devices; "
+                   f"published: {ctx.capabilities.get('publishedDevices')}")
+    template = ctx.template()
+    pods = [ctx.pod(template=template, node=node) for _ in range(count)]
+    held = {p: _run_one(ctx, p)[1] for p in pods}
+    for p in pods:
+        ctx.delete_pod(p)
+    for p in pods:
+        ctx.wait_gone("Pod", p)
+        ctx.expect_released(node, held[p], f"pod {p} ended ({count} started at once)")
+
+
+UNREADABLE = {"draguard.dev/unreadable": {"nested": ["no", "driver", "reads", "this"]}}
+"""Opaque parameters for the driver that a driver decoding its own configuration type cannot read: no
+apiVersion or kind, a key of no driver's, a value that is neither a string nor a number."""
+
+
+@cluster_check("conformance.core.claim-error-isolated",
+               rule="When one claim of a pod fails to prepare, the driver answers that claim's error alone: the call "
+                    "holding the pod's other claim does not fail as a whole, and the unprepare of the failed claim "
+                    "succeeds when the pod goes.",
+               source="k8s.io/kubelet/pkg/apis/dra/v1/api.proto (NodePrepareResourcesResponse: one result per claim, "
+                      "each with its own error); pkg/kubelet/cm/dra/manager.go (one call per driver holds all of a "
+                      "pod's claims); kubernetes/kubernetes#119012",
+               needs=("gRPC interposer record",))
+def claim_error_isolated(ctx: ClusterContext) -> None:
+    """A claim with opaque parameters the driver cannot read (:data:`UNREADABLE`) fails to prepare in any
+    driver that decodes its configuration; a driver that ignores them prepares it, and the check skips."""
+    if ctx.calls is None or ctx.window is None:
+        raise Skip(f"the per-claim answers are only seen in the interposer's record: {ctx.config.no_calls}")
+    calls, window = ctx.calls, ctx.window
+    node = _node(ctx, 2)
+    good, bad = ctx.claim(), ctx.claim(parameters=UNREADABLE)
+    names = {c["metadata"]["uid"]: c["metadata"]["name"] for c in (good, bad)}
+    good_uid, bad_uid = good["metadata"]["uid"], bad["metadata"]["uid"]
+    pod = ctx.pod(claims=[good["metadata"]["name"], bad["metadata"]["name"]], node=node)
+
+    def answered() -> DriverCall | None:
+        for call in calls.calls(window):
+            if (call.method == "NodePrepareResources" and {good_uid, bad_uid} <= {u for _, _, u in call.claims}
+                    and drivers_answer(call)):
+                return call
+        return None
+
+    call: DriverCall = ctx.wait(answered, f"a NodePrepareResources of both claims of pod {pod}",
+                                evidence=lambda: ctx.pod_state(pod))
+    if call.status == "OK" and bad_uid not in call.claim_errors:
+        raise Skip(f"the driver prepared claim {names[bad_uid]} with opaque parameters {UNREADABLE}: no claim failed, "
+                   "so nothing shows how it answers one failure among several claims")
+    expect(call.status == "OK", f"the driver failed the whole NodePrepareResources of claims {names[good_uid]} and "
+           f"{names[bad_uid]} (pod {pod}) for the one it could not prepare: {call.status}: {call.error}",
+           [f"ResourceClaim {ctx.namespace}/{n}" for n in names.values()])
+    ctx.delete_pod(pod)
+    ctx.wait_gone("Pod", pod)
+    ctx.expect_released(node, [good_uid, bad_uid], f"pod {pod} with a claim that failed to prepare deleted")
+
+
 @cluster_check("conformance.sharing.shared-claim",
                rule="Two pods share one ResourceClaim: both run, it is prepared once and stays prepared "
                     "until the last of them ends.",
@@ -245,6 +314,8 @@ def driver_restart(ctx: ClusterContext) -> None:
     pod = ctx.pod(template=ctx.template(), node=node)
     _, uids = _run_one(ctx, pod)
     restart(node)
+    ctx.exempt_cdi(uids[0], "it was prepared before the driver restarted: conformance.chaos.restart-cleanup judges "
+                   "whether such a claim's CDI specs go")
     time.sleep(1.0)
     expect((ctx.get("Pod", pod) or {}).get("status", {}).get("phase") == "Running",
            f"pod {pod} stopped running when the driver restarted: {ctx.pod_state(pod)}")
@@ -255,6 +326,67 @@ def driver_restart(ctx: ClusterContext) -> None:
         ctx.delete_pod(p)
         ctx.wait_gone("Pod", p)
         ctx.expect_released(node, u, f"pod {p} ended after the restart")
+
+
+@cluster_check("conformance.chaos.restart-cleanup",
+               rule="A claim prepared before the driver restarted leaves no CDI spec on its node once its pod ends "
+                    "after the restart: the driver's record of what it prepared outlives its process.",
+               source="pkg/kubelet/cm/dra/manager.go (the kubelet unprepares from its checkpoint, whatever the driver "
+                      "went through); CDI specification (a spec left names devices of a claim that is gone); "
+                      "draguard guardrail: state survives restarts",
+               needs=("restart", "the node's CDI folder"))
+def restart_cleanup(ctx: ClusterContext) -> None:
+    restart = ctx.hook("restart")
+    node = _node(ctx)
+    if ctx.cdi_dir(node) is None:
+        raise Skip("needs the node's CDI folder (--cdi-dir) to see what the driver leaves there")
+    pod = ctx.pod(template=ctx.template(), node=node)
+    _, uids = _run_one(ctx, pod)
+    restart(node)
+    ctx.delete_pod(pod)
+    ctx.wait_gone("Pod", pod)
+    ctx.expect_released(node, uids, f"pod {pod}, started before the driver restarted, ended after it")
+
+
+@cluster_check("conformance.chaos.kubelet-restart",
+               rule="When the kubelet restarts while pods run, it prepares their claims again; the driver answers "
+                    "each repeated prepare as it did the first, the pods keep running and their claims are released "
+                    "when they end.",
+               source="pkg/kubelet/cm/dra/manager.go and claiminfo.go (a restarted kubelet prepares the claims of "
+                      "running pods again); k8s.io/kubelet/pkg/apis/dra/v1/api.proto (NodePrepareResources: the "
+                      "kubelet may call it several times for the same claim)",
+               needs=("restart_kubelet",))
+def kubelet_restart(ctx: ClusterContext) -> None:
+    restart_kubelet = ctx.hook("restart_kubelet")
+    node = _node(ctx, 2)
+    template = ctx.template()
+    pods = [ctx.pod(template=template, node=node) for _ in range(2)]
+    held = {p: _run_one(ctx, p)[1] for p in pods}
+    since = len(ctx.calls.calls(ctx.window)) if ctx.calls is not None and ctx.window is not None else 0
+    restart_kubelet(node)
+    uids = [u for us in held.values() for u in us]
+    if ctx.calls is not None and ctx.window is not None:
+        calls, window = ctx.calls, ctx.window
+
+        def prepared_again() -> bool:
+            again = {uid for c in calls.calls(window)[since:] if c.method == "NodePrepareResources" and c.node == node
+                     for _, _, uid in c.claims}
+            return set(uids) <= again
+
+        ctx.wait(prepared_again, f"the restarted kubelet of {node} preparing claims {', '.join(uids)} again")
+    else:
+        ctx.notes.append("whether the restarted kubelet prepared the claims again is not seen without the "
+                         "interposer's record")
+        time.sleep(5.0)
+    for p in pods:
+        obj = ctx.wait_running(p)
+        for claim in ctx.claims_of(obj):
+            ctx.expect_prepared(node, claim["metadata"]["uid"], f"pod {p} after the kubelet restarted")
+    for p in pods:
+        ctx.delete_pod(p)
+    for p in pods:
+        ctx.wait_gone("Pod", p)
+        ctx.expect_released(node, held[p], f"pod {p} ended after the kubelet restarted")
 
 
 @cluster_check("conformance.chaos.taint-eviction",

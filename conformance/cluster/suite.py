@@ -11,6 +11,14 @@ scheduler and kubelet. What the API shows (allocation, reservedFor, deallocation
 checked; what only the node knows (the driver prepared the claim, released its devices, leaked
 nothing) needs :class:`NodeAccess` and is skipped with the reason otherwise. Every object a check
 creates carries the run label and is deleted when the check ends, whatever the outcome.
+
+Two things any driver exposes are judged for every check where the suite can see them: its gRPC calls
+and answers, where the interposer records them (:mod:`.calls`; the ``conformance.driver-calls.*``
+checks report the breaches, or are not applicable with the reason), and the node's CDI folder
+(``ClusterConfig.cdi_dir``): a claim's answered CDI device IDs resolve while its pod runs, and no CDI
+spec naming the claim is left once it is unprepared. After each check's cleanup the suite waits for
+the driver to go quiet and sweeps the CDI folder for the check's claims, so one check's leftovers fail
+that check, never the next.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from draguard.harness import cdi as cdi_specs
 from draguard.harness.cluster.kind.nodefiles import SANDBOX_IMAGE
 from draguard.harness.cluster.preflight import allocatable
 from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
@@ -35,7 +44,8 @@ from draguard.harness.driver.state import DeviceState, read_checkpoint
 from draguard.harness.kube import RUN_LABEL, ApiError, Kube, Obj
 from draguard.harness.result import CheckResult, Evidence, RunResult
 
-from ..checks import CheckFailed, Skip, run_entry, run_restart_command
+from ..checks import NODE_PLACEHOLDER, CheckFailed, Skip, run_entry, run_restart_command
+from .calls import CallJudge, CallRecord, RecordFile, Window
 
 __all__ = [
     "PROFILES",
@@ -43,6 +53,7 @@ __all__ = [
     "NodeAccess",
     "FakeDriverAccess",
     "CommandAccess",
+    "KubeletRestart",
     "ClusterContext",
     "cluster_check",
     "cluster_checks",
@@ -56,7 +67,7 @@ __all__ = [
 log = logging.getLogger("draguard.conformance")
 
 PREFIX = "conformance."
-PROFILES = ("core", "topology", "sharing", "gang", "chaos")
+PROFILES = ("core", "topology", "sharing", "gang", "chaos", "driver-calls")
 PAUSE_IMAGE = SANDBOX_IMAGE
 """The checks' pods run the release's sandbox image (kubeadm's pause tag): kubeadm-built nodes, kind's included,
 hold it already, so the pods start on a cluster that cannot pull images."""
@@ -85,6 +96,21 @@ class ClusterConfig:
     prepare_delay: float = 50.0
     """How long the eviction-during-prepare check holds a prepare inside the driver: longer than the
     kubelet's DRA call timeout (45 s, pkg/kubelet/cm/dra/plugin), so the kubelet gives up on it."""
+    cdi_dir: str | None = None
+    """The nodes' CDI spec folder as this machine sees it, ``{node}`` replaced by the node's name
+    [default: not read: the CDI parts of the checks are not judged]."""
+    calls: Path | None = None
+    """The gRPC interposer's record of the driver's calls (``draguard proxy --record FILE``), when the
+    interposer sits in front of the driver; ``run_conformance(calls=...)`` hands an in-memory one."""
+    no_calls: str = ("no gRPC interposer sits in front of the driver: the cluster's node agents call its sockets "
+                     "directly (a remote cluster, a DaemonSet driver); where draguard's node agents call it through "
+                     "`draguard proxy`, give its record with --calls")
+    """Why the driver's calls are not judged when there is no record (the driver-calls checks say it)."""
+    settle: float = 20.0
+    """How long after a check's cleanup the suite waits for the driver to go quiet and for its CDI specs
+    of the check's claims to go."""
+    concurrent_pods: int = 3
+    """How many pods the concurrent-prepare check starts at once on one node (fewer where fewer devices)."""
 
 
 class NodeAccess(Protocol):
@@ -106,6 +132,10 @@ class NodeAccess(Protocol):
 
     def restart(self, node: str) -> None:
         """Restart the driver on ``node``; return once it was asked to start again."""
+
+    def restart_kubelet(self, node: str) -> None:
+        """Restart the node agent (the kubelet) of ``node`` while its pods run; return once it was asked
+        to start again. It prepares the claims of the running pods again, as a restarted kubelet does."""
 
     def fail_release(self, node: str, device: str) -> None:
         """Make the next release (reset) of ``device`` fail once."""
@@ -193,17 +223,37 @@ class CommandAccess:
         run_restart_command(self.restart_command, node, self.timeout)
 
 
+class KubeletRestart:
+    """``access`` (any node access, or None) with ``restart_kubelet`` by a shell command (``{node}`` is
+    replaced): ``--kubelet-restart-command``."""
+
+    def __init__(self, access: Any, command: str, timeout: float = 120.0) -> None:
+        self.access = access
+        self.command = command
+        self.timeout = timeout
+
+    def restart_kubelet(self, node: str) -> None:
+        run_restart_command(self.command, node, self.timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "access":
+            raise AttributeError(name)
+        return getattr(self.access, name)
+
+
 CheckFn = Callable[["ClusterContext"], None]
 
 
 def cluster_check(check_id: str, *, rule: str, source: str, aimed_at: Sequence[str] = (),
-                  needs: Sequence[str] = (), allocates: bool = True) -> Callable[[CheckFn], CheckFn]:
+                  needs: Sequence[str] = (), allocates: bool = True,
+                  driver_calls: bool = False) -> Callable[[CheckFn], CheckFn]:
     """Register a cluster check ``conformance.<profile>.<name>`` with its rule and source.
 
     ``aimed_at`` names the fake-driver mutants it exists to catch (a test asserts each fails it);
     ``needs`` names what it needs beyond the API (:class:`NodeAccess` methods, capabilities).
     A check that ``allocates`` devices is skipped before it starts, with the cause, when the
     DeviceClass selects no published device on the chosen nodes (it would wait for pods that cannot run).
+    A ``driver_calls`` check reports on the interposer's record: not applicable, with the reason, without one.
     """
     parts = check_id.split(".")
     if len(parts) != 3 or parts[0] != "conformance" or parts[1] not in PROFILES:
@@ -211,7 +261,7 @@ def cluster_check(check_id: str, *, rule: str, source: str, aimed_at: Sequence[s
     if not source.strip():
         raise DefinitionError(f"conformance check {check_id!r}: say where its rule comes from (source=...)")
     return CHECKS.register(check_id, summary=rule, source=source, aimed_at=tuple(aimed_at), needs=tuple(needs),
-                           profile=parts[1], allocates=allocates)
+                           profile=parts[1], allocates=allocates, driver_calls=driver_calls)
 
 
 def cluster_checks(profiles: Sequence[str] = PROFILES, select: Sequence[str] = ()) -> list[Entry[Any]]:
@@ -278,6 +328,16 @@ class ClusterContext:
     evidence: dict[str, Any] | None = None
     """When set, the claims, pods and events of each check are kept here under its id (before deletion)."""
     current: str = ""
+    calls: CallJudge | None = None
+    """The judge of the driver's calls, where the interposer records them (None: not judged)."""
+    window: Window | None = None
+    """The running check's stretch of the call record."""
+    notes: list[str] = field(default_factory=list)
+    """What the running check did not judge, and why (a passed check says it)."""
+    _prepared_on: dict[str, str] = field(default_factory=dict)
+    """uid -> node of each claim the running check saw prepared (its CDI specs are swept after it)."""
+    _cdi_exempt: dict[str, str] = field(default_factory=dict)
+    """uid -> why the CDI sweep leaves that claim to another check."""
     _seen: dict[str, dict[str, Obj]] = field(default_factory=dict)
     _made: list[tuple[str, str, str | None]] = field(default_factory=list)
     _seq: int = 0
@@ -336,7 +396,9 @@ class ClusterContext:
         self._made.append((obj["kind"], meta["name"], self.namespace if namespaced else None))
         return created
 
-    def request(self, count: int = 1, constraint: str | None = None, all_devices: bool = False) -> Obj:
+    def request(self, count: int = 1, constraint: str | None = None, all_devices: bool = False,
+                parameters: Obj | None = None) -> Obj:
+        """A claim's spec: one request of the DeviceClass; ``parameters``: opaque configuration for the driver."""
         exactly: Obj = {"deviceClassName": self.config.device_class}
         if all_devices:
             exactly["allocationMode"] = "All"
@@ -345,6 +407,9 @@ class ClusterContext:
         spec: Obj = {"devices": {"requests": [{"name": "req", "exactly": exactly}]}}
         if constraint:
             spec["devices"]["constraints"] = [{"requests": ["req"], "matchAttribute": constraint}]
+        if parameters is not None:
+            spec["devices"]["config"] = [{"requests": ["req"], "opaque": {"driver": self.config.driver,
+                                                                          "parameters": parameters}}]
         return spec
 
     def template(self, count: int = 1, constraint: str | None = None, all_devices: bool = False) -> str:
@@ -353,23 +418,28 @@ class ClusterContext:
                      "spec": {"spec": self.request(count, constraint, all_devices)}})
         return name
 
-    def claim(self, count: int = 1, constraint: str | None = None) -> Obj:
+    def claim(self, count: int = 1, constraint: str | None = None, parameters: Obj | None = None) -> Obj:
         return self.create({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                            "metadata": {"name": self.name("claim")}, "spec": self.request(count, constraint)})
+                            "metadata": {"name": self.name("claim")},
+                            "spec": self.request(count, constraint, parameters=parameters)})
 
     def pod(self, *, claim: str | None = None, template: str | None = None, containers: int = 1,
-            node: str | None = None) -> str:
-        """A pause pod using one claim (``claim`` by name or from ``template``) in every container."""
+            node: str | None = None, claims: Sequence[str] = ()) -> str:
+        """A pause pod using one claim (``claim`` by name or from ``template``), or each of ``claims`` (by
+        name), in every container."""
         name = self.name("pod")
-        ref: Obj = {"name": "dev"}
-        if claim:
-            ref["resourceClaimName"] = claim
-        else:
-            ref["resourceClaimTemplateName"] = template
+        refs: list[Obj] = [{"name": f"dev{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+        if not refs:
+            ref: Obj = {"name": "dev"}
+            if claim:
+                ref["resourceClaimName"] = claim
+            else:
+                ref["resourceClaimTemplateName"] = template
+            refs = [ref]
         spec: Obj = {
-            "containers": [{"name": f"c{i}", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "dev"}]}}
-                           for i in range(containers)],
-            "resourceClaims": [ref],
+            "containers": [{"name": f"c{i}", "image": PAUSE_IMAGE,
+                            "resources": {"claims": [{"name": r["name"]} for r in refs]}} for i in range(containers)],
+            "resourceClaims": refs,
             "terminationGracePeriodSeconds": 1,
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
@@ -431,6 +501,8 @@ class ClusterContext:
         """Keep ``objs`` as they are now for the evidence (they may be deleted before the check ends)."""
         for obj in objs:
             self._seen.setdefault(kind, {})[obj.get("metadata", {}).get("uid", "")] = obj
+            if kind == "ResourceClaim" and self.window is not None:
+                self.window.claims[obj.get("metadata", {}).get("uid", "")] = obj
 
     @staticmethod
     def allocated(claim: Obj) -> list[tuple[str, str, str]]:
@@ -484,6 +556,19 @@ class ClusterContext:
         return call
 
     def expect_prepared(self, node: str, uid: str, what: str) -> None:
+        """The driver on ``node`` holds claim ``uid`` prepared (its own record, with node access), and the
+        CDI device IDs it answered for it resolve in the node's CDI folder (with the call record and the folder)."""
+        self._prepared_on[uid] = node
+        if self.calls is not None and self.window is not None:
+            self.calls.judge(self.window)  # while the claim is prepared: prepared-devices-allocated sees it
+            folder = self.cdi_dir(node)
+            ids = self.calls.answered_ids(self.window, node, uid) if folder is not None else None
+            if folder is not None and ids:
+                problems = cdi_specs.check_ids(folder, ids)
+                if problems:
+                    message = (f"{what}: the driver on {node} answered claim {uid} with CDI device(s) {', '.join(ids)}, "
+                               f"which do not resolve in the node's CDI folder {folder}: {'; '.join(problems)}")
+                    raise CheckFailed(message, [Evidence(message, (uid,))])
         if not self.has_truth():
             return
         prepared = self.access.prepared(node)
@@ -491,8 +576,62 @@ class ClusterContext:
             raise CheckFailed(f"{what}: the driver on {node} has not prepared claim {uid} (prepared: {sorted(prepared)})",
                               [Evidence(f"{what}: claim {uid} not prepared on {node}", (uid,))])
 
+    # -- the node's CDI folder ------------------------------------------------------------------------
+    def cdi_dir(self, node: str) -> Path | None:
+        """The node's CDI spec folder as this machine sees it (None: not given)."""
+        if not self.config.cdi_dir:
+            return None
+        return Path(self.config.cdi_dir.replace(NODE_PLACEHOLDER, node))
+
+    def cdi_left(self, node: str, uids: Sequence[str]) -> dict[str, list[str]]:
+        """uid -> the CDI spec files in ``node``'s folder that name it (file name or content), for each of
+        ``uids`` that has any; empty without a folder."""
+        folder = self.cdi_dir(node)
+        if folder is None:
+            return {}
+        out: dict[str, list[str]] = {}
+        for path in sorted(folder.glob("*")) if folder.is_dir() else ():
+            if path.suffix not in (".json", ".yaml", ".yml") or not path.is_file():
+                continue
+            try:
+                text = path.read_text()
+            except OSError:
+                continue
+            for uid in uids:
+                if uid in path.name or uid in text:
+                    out.setdefault(uid, []).append(path.name)
+        return out
+
+    def wait_cdi_gone(self, node: str, uids: Sequence[str], what: str, timeout: float | None = None) -> None:
+        """Wait until no CDI spec in ``node``'s folder names any of ``uids`` (claims the check left to
+        another are not waited for); fail naming the files left."""
+        uids = [u for u in uids if u not in self._cdi_exempt]
+        if self.cdi_dir(node) is None or not uids:
+            return
+        left: dict[str, list[str]] = {}
+
+        def gone() -> bool:
+            left.clear()
+            left.update(self.cdi_left(node, uids))
+            return not left
+
+        deadline = time.monotonic() + (self.config.settle if timeout is None else timeout)
+        while not gone() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        if left:
+            evidence = [Evidence(f"{what}: CDI spec(s) {', '.join(names)} of claim {uid} left in {self.cdi_dir(node)} "
+                                 f"on {node} after it was unprepared", (uid,)) for uid, names in left.items()]
+            raise CheckFailed(f"{what}: the driver on {node} left the CDI spec(s) of claim(s) it unprepared: "
+                              + "; ".join(f"{uid}: {', '.join(names)}" for uid, names in left.items()), evidence)
+
+    def exempt_cdi(self, uid: str, why: str) -> None:
+        """Leave claim ``uid``'s CDI specs out of this check's sweep, saying which check judges them instead."""
+        self._cdi_exempt[uid] = why
+
     def expect_released(self, node: str, uids: Sequence[str], what: str) -> None:
-        """Wait until the driver on ``node`` holds none of ``uids`` and its record has no leak."""
+        """Wait until the driver on ``node`` holds none of ``uids`` and its record has no leak (with node
+        access), and no CDI spec of its folder names them (where it is given)."""
+        self.wait_cdi_gone(node, uids, what)
         if not self.has_truth():
             return
 
@@ -557,12 +696,52 @@ def _names_seen(seen: Mapping[str, Mapping[str, Obj]]) -> set[str]:
 
 
 def run_check(ctx: ClusterContext, entry: Entry[Any]) -> CheckResult:
-    """Run one cluster check with its timeout; whatever happens, a :class:`CheckResult` comes back."""
+    """Run one cluster check with its timeout; whatever happens, a :class:`CheckResult` comes back.
+
+    After its cleanup the check's calls are judged (:mod:`.calls`) once the driver went quiet, and the
+    CDI folder is swept for its claims: a spec left fails the check that left it."""
     nothing = ctx.capabilities.get("nothingAllocatable")
     if nothing and entry.meta.get("allocates", True):
         return CheckResult(entry.name, entry.summary, str(entry.meta.get("source", "")), "skipped",
                            f"nothing can be allocated: {nothing}")
-    return run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
+    if entry.meta.get("driver_calls") and ctx.calls is None:
+        return CheckResult(entry.name, entry.summary, str(entry.meta.get("source", "")), "not-applicable",
+                           f"the driver's calls are not judged: {ctx.config.no_calls}")
+    ctx.notes, ctx._prepared_on, ctx._cdi_exempt = [], {}, {}
+    ctx.window = ctx.calls.open(entry.name) if ctx.calls is not None and entry.meta.get("allocates", True) else None
+    result = run_entry(ctx, entry, ctx.config.check_timeout, ctx.cleanup)
+    if result.status == "error" and "did not end within" in result.reason:
+        ctx.window = None
+        return result  # its thread still runs: nothing it did is settled
+    _after(ctx, result)
+    ctx.window = None
+    return result
+
+
+def _after(ctx: ClusterContext, result: CheckResult) -> None:
+    """Settle the check's calls, judge them, and sweep the CDI folder for its claims; a spec left fails
+    the check (a passed one becomes failed; a failed one gets the evidence)."""
+    window = ctx.window
+    claims = dict(ctx._prepared_on)
+    if ctx.calls is not None and window is not None:
+        ctx.calls.settle(window, ctx.config.settle)
+        ctx.calls.judge(window)
+        for node, uid in ctx.calls.claims_called(window):
+            claims.setdefault(uid, node)
+    by_node: dict[str, list[str]] = {}
+    for uid, node in claims.items():
+        by_node.setdefault(node, []).append(uid)
+    for node, uids in sorted(by_node.items()):
+        try:
+            ctx.wait_cdi_gone(node, uids, "after the check's cleanup", timeout=ctx.config.settle)
+        except CheckFailed as exc:
+            if result.status == "passed":
+                result.status, result.reason = "failed", str(exc)
+            result.evidence += exc.evidence
+    for uid, why in ctx._cdi_exempt.items():
+        ctx.notes.append(f"the CDI specs of claim {uid} are not judged here: {why}")
+    if result.status == "passed" and ctx.notes:
+        result.reason = "; ".join(ctx.notes)
 
 
 def nothing_allocatable(kube: Kube, config: ClusterConfig, nodes: Sequence[str]) -> str:
@@ -636,14 +815,19 @@ def open_context(config: ClusterConfig, access: Any = None) -> Iterator[ClusterC
 
 def run_conformance(config: ClusterConfig, access: Any = None,
                     on_result: Callable[[CheckResult], None] | None = None,
-                    evidence: dict[str, Any] | None = None) -> RunResult:
+                    evidence: dict[str, Any] | None = None, calls: CallRecord | None = None) -> RunResult:
     """Run the chosen profiles' checks against the driver in the cluster; capabilities go into the result.
 
     With ``evidence`` (a dict), each check's claims, pods and events are kept there under its id,
-    and the driver's ResourceSlices under ``"slices"``.
+    and the driver's ResourceSlices under ``"slices"``. ``calls``: the gRPC interposer's record, where
+    it sits in front of the driver (else ``config.calls``, a file it writes): the driver's calls are
+    judged check by check.
     """
     entries = cluster_checks(config.profiles, config.select)
+    if calls is None and config.calls is not None:
+        calls = RecordFile(config.calls)
     with open_context(config, access) as ctx:
+        ctx.calls = CallJudge(calls) if calls is not None else None
         ctx.evidence = evidence
         if evidence is not None:
             evidence["slices"] = ctx.slices
@@ -654,7 +838,10 @@ def run_conformance(config: ClusterConfig, access: Any = None,
                               "capabilities": ctx.capabilities,
                               "nodeSide": "checked from the driver's own record" if ctx.has_truth() else
                               "not checked: no node access; checks that are only node-side skip, the others "
-                              "check what the API shows"}
+                              "check what the API shows",
+                              "driverCalls": "judged check by check from the gRPC interposer's record"
+                              if ctx.calls is not None else f"not judged: {config.no_calls}",
+                              "cdiFolder": config.cdi_dir or "not read: the CDI parts of the checks are not judged"}
         for entry in entries:
             ctx.current = entry.name
             check = run_check(ctx, entry)

@@ -12,6 +12,8 @@ import pytest
 from draguard.conformance.cluster import ClusterConfig, cluster_checks, run_conformance
 from draguard.harness.result import RunResult
 
+from certify.test_conformance_driver_calls import not_passed
+
 pytestmark = pytest.mark.cluster
 
 
@@ -29,7 +31,7 @@ def test_the_correct_fake_driver_passes_every_check(make_fleet: Callable[..., An
         result = run_conformance(_config(f), f.access())
         leftovers = f.kube.items("Pod", label_selector=None)
     assert [c.id for c in result.checks] == [e.name for e in cluster_checks()]
-    assert all(c.status == "passed" for c in result.checks), _why(result)
+    assert not not_passed(result.checks), _why(result)  # or skipped for what this fleet does not give
     caps = result.environment["capabilities"]
     assert caps["resourceV1"] and caps["deviceTaintRules"] and sorted(caps["nodes"]) == sorted(f.nodes)
     assert not [p for p in leftovers if p["metadata"]["namespace"].startswith("draguard-conformance-")]

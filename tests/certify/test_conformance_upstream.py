@@ -2,8 +2,9 @@
 (k8s.io/kubernetes/test/e2e/dra/test-driver, built as dra-test-driver beside the control plane),
 on fake nodes whose agent runs the pods and calls the driver's sockets as the kubelet does.
 
-It gets no fake-driver node access (its node-side checks skip with the reason) and a restart hook
-that restarts its process. Every check it fails is a finding written up in docs/conformance.md;
+It gets no fake-driver node access (its node-side checks skip with the reason), a restart hook
+that restarts its process, no CDI folder and no interposer (the driver-call judgements are not
+applicable, with the reason; tests/certify/test_conformance_driver_calls.py runs it behind one). Every check it fails is a finding written up in docs/conformance.md;
 this test pins that list, so a new failure (a finding or a wrong check) or a fixed one shows up."""
 
 from __future__ import annotations
@@ -101,6 +102,12 @@ def test_the_upstream_test_driver_through_the_cluster_suite(
     assert failed == set(FINDINGS), got
     assert got["conformance.core.template-claim"][0] == "passed"
     assert got["conformance.core.force-delete"][0] == "skipped" and "node access" in got["conformance.core.force-delete"][1]
+    assert got["conformance.core.concurrent-prepare"][0] == "passed"
+    # No interposer in front of it here: the driver-call judgements say so, never pass.
+    calls = {k: v for k, v in got.items() if k.startswith("conformance.driver-calls.")}
+    assert len(calls) == 5 and all(s == "not-applicable" and "no gRPC interposer" in r for s, r in calls.values()), calls
+    assert got["conformance.chaos.restart-cleanup"][0] == "skipped" and "CDI folder" in got["conformance.chaos.restart-cleanup"][1]
+    assert got["conformance.core.claim-error-isolated"][0] == "skipped" and "interposer" in got["conformance.core.claim-error-isolated"][1]
 
 
 def test_certify_with_the_ai_conformance_programme_against_the_upstream_driver(

