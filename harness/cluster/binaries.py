@@ -35,6 +35,7 @@ from typing import IO
 from pathlib import Path
 
 from draguard.harness.core.errors import HarnessError
+from draguard.harness.core.fsio import publishing
 from draguard.harness.core.paths import cache_dir
 from draguard.harness.core.progress import Counted, wants_counts
 
@@ -180,10 +181,7 @@ def download_release(
     )
     osname, arch = _platform()
     final = dest_root or cache_entry(version)
-    partial = final.with_name(final.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
+    with publishing(final) as partial:
         for name in COMPONENTS[1:]:
             url = f"{base}/{version}/bin/{osname}/{arch}/{name}"
             progress(f"downloading {url}")
@@ -215,11 +213,6 @@ def download_release(
         (partial / tarname).unlink()
         (partial / "SHA256SUMS").unlink()
         _write_manifest(partial, version, "download")
-        shutil.rmtree(final, ignore_errors=True)
-        partial.rename(final)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return Binaries(final, "download")
 
 
@@ -302,17 +295,14 @@ def _stage_scheduler_perf_data(go: str, workdir: Path, dest: Path) -> None:
     if module.returncode != 0 or not module.stdout.strip():
         raise HarnessError(f"cannot locate the k8s.io/kubernetes module source: {module.stderr.strip()[-500:]}")
     src = Path(module.stdout.strip())
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     perf = src / "test/integration/scheduler_perf/dra"
-    shutil.copytree(perf / "templates", partial / "config" / "templates")
-    shutil.copy(perf / "performance-config.yaml", partial / "config" / "performance-config.yaml")
-    fixtures = f"{src.name}/cmd/kube-apiserver/app/testing/testdata"
-    shutil.copytree(src.parent / fixtures, partial / "src" / "k8s.io" / fixtures)
-    for p in partial.rglob("*"):  # the module cache is read-only: so would the copies be
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    shutil.rmtree(dest, ignore_errors=True)
-    partial.rename(dest)
+    with publishing(dest) as partial:
+        shutil.copytree(perf / "templates", partial / "config" / "templates")
+        shutil.copy(perf / "performance-config.yaml", partial / "config" / "performance-config.yaml")
+        fixtures = f"{src.name}/cmd/kube-apiserver/app/testing/testdata"
+        shutil.copytree(src.parent / fixtures, partial / "src" / "k8s.io" / fixtures)
+        for p in partial.rglob("*"):  # the module cache is read-only: so would the copies be
+            p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 def ensure_built(entry: Binaries, components: tuple[str, ...] = (KUBELET,), progress: Progress = print) -> None:

@@ -1,5 +1,5 @@
-"""Generic file IO the whole harness shares: atomic replacement, directory syncs, and reads kept while a
-file's stamp vouches for them.
+"""Generic file IO the whole harness shares: atomic replacement, directory syncs, reads kept while a
+file's stamp vouches for them, and cache folders published whole.
 
 Writers (the fake driver's checkpoint, CDI specs, device truth, the node agents' checkpoints, report
 files) replace a file whole through :func:`atomic_write`; readers that poll such files (the runner's
@@ -9,10 +9,12 @@ Talks to nothing but the filesystem.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
@@ -29,6 +31,7 @@ __all__ = [
     "STAMP_SETTLED_AFTER",
     "cleanup_temporaries",
     "damaged",
+    "publishing",
 ]
 
 Sync = Literal["none", "file", "full"]
@@ -123,6 +126,23 @@ def atomic_write(
     os.replace(tmp, path)
     if sync == "full":
         sync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def publishing(final: Path) -> Iterator[Path]:
+    """A fresh, empty ``<final>.partial`` folder to fill; when the block ends without an error it replaces
+    ``final`` by a rename, else it is removed. A cache entry (the control-plane binaries, a driver variant,
+    a node image's parts) is therefore never seen half built, whatever interrupted the build."""
+    partial = final.with_name(final.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
 
 
 def sync_dir(directory: Path) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from draguard.harness.core.errors import DefinitionError, HarnessError, UsageError
+from draguard.harness.core.fsio import publishing
 from draguard.harness.core.paths import cache_dir
 
 from ..cluster import binaries
@@ -282,38 +283,37 @@ def build_variant(name: str, version: str = binaries.K8S_VERSION, progress: Call
     if found is not None:
         return found
     final = variant_dir(cls, version)
-    partial = final.with_name(final.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
     workdir = binaries.stage_module(Path(tempfile.mkdtemp(prefix="draguard-gomod-")))
     started = time.monotonic()
     try:
-        module = module_dir(workdir)
-        original = module / PLUGIN_FILE
-        text = original.read_text()
-        edited = partial / "kubeletplugin.go"
-        edited.write_text(apply_edits(text, cls))
-        main = partial / "main.go"
-        main.write_text(_retarget_main((module / MAIN_FILE).read_text()))
-        progress(f"building upstream test driver variant {name} ({cls.describe()})")
-        for folder, overlay in ((partial, partial / ".overlay-build.json"), (final, partial / "overlay.json")):
-            overlay.write_text(json.dumps({"Replace": overlay_map(module, workdir, folder)}, indent=1) + "\n")
-        done = subprocess.run([_go(), "build", "-trimpath", "-overlay", str(partial / ".overlay-build.json"), "-o",
-                               str(partial / binaries.TEST_DRIVER), f"./{LOCAL_PACKAGE}"], cwd=workdir, env=_env(),
-                              capture_output=True, text=True, check=False, timeout=1800)
-        (partial / ".overlay-build.json").unlink()
-        if done.returncode != 0:
-            raise HarnessError(f"go build of variant {name} failed:\n{done.stderr.strip()[-2000:]}")
-        (partial / "variant.json").write_text(json.dumps({
-            "name": name, "bug": cls.describe(), "module": f"{MODULE}@{version}", "file": PLUGIN_FILE,
-            "digest": cls.digest(version), "moduleFileSha256": hashlib.sha256(text.encode()).hexdigest(),
-        }, indent=1) + "\n")
-        shutil.rmtree(final, ignore_errors=True)
-        partial.rename(final)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+        with publishing(final) as partial:
+            _build_variant(cls, name, version, workdir, final, partial, progress)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     progress(f"built variant {name} in {time.monotonic() - started:.0f}s into {final}")
     return final / binaries.TEST_DRIVER
+
+
+def _build_variant(cls: type[Variant], name: str, version: str, workdir: Path, final: Path, partial: Path,
+                   progress: Callable[[str], None]) -> None:
+    """Edit, build and describe one variant into ``partial`` (published as ``final``)."""
+    module = module_dir(workdir)
+    original = module / PLUGIN_FILE
+    text = original.read_text()
+    edited = partial / "kubeletplugin.go"
+    edited.write_text(apply_edits(text, cls))
+    main = partial / "main.go"
+    main.write_text(_retarget_main((module / MAIN_FILE).read_text()))
+    progress(f"building upstream test driver variant {name} ({cls.describe()})")
+    for folder, overlay in ((partial, partial / ".overlay-build.json"), (final, partial / "overlay.json")):
+        overlay.write_text(json.dumps({"Replace": overlay_map(module, workdir, folder)}, indent=1) + "\n")
+    done = subprocess.run([_go(), "build", "-trimpath", "-overlay", str(partial / ".overlay-build.json"), "-o",
+                           str(partial / binaries.TEST_DRIVER), f"./{LOCAL_PACKAGE}"], cwd=workdir, env=_env(),
+                          capture_output=True, text=True, check=False, timeout=1800)
+    (partial / ".overlay-build.json").unlink()
+    if done.returncode != 0:
+        raise HarnessError(f"go build of variant {name} failed:\n{done.stderr.strip()[-2000:]}")
+    (partial / "variant.json").write_text(json.dumps({
+        "name": name, "bug": cls.describe(), "module": f"{MODULE}@{version}", "file": PLUGIN_FILE,
+        "digest": cls.digest(version), "moduleFileSha256": hashlib.sha256(text.encode()).hexdigest(),
+    }, indent=1) + "\n")

@@ -135,3 +135,23 @@ def test_threads_replacing_the_same_file_at_once_never_lose_each_others_temporar
     assert errors == []
     assert json.loads(target.read_text())["writer"] in range(4)
     assert list(tmp_path.glob(".faults.json.*.tmp")) == []
+
+
+def test_a_cache_folder_is_published_whole_or_not_at_all(tmp_path: Path) -> None:
+    from draguard.harness.core.fsio import publishing
+
+    final = tmp_path / "entry"
+    with publishing(final) as partial:
+        (partial / "binary").write_text("v1")
+        assert not final.exists() and partial.name == "entry.partial"
+    assert (final / "binary").read_text() == "v1" and not partial.exists()
+    with pytest.raises(RuntimeError), publishing(final) as partial:
+        (partial / "binary").write_text("v2, half")
+        raise RuntimeError("the build broke")
+    assert (final / "binary").read_text() == "v1" and not partial.exists()  # the old entry stays whole
+    (tmp_path / "entry.partial").mkdir()
+    (tmp_path / "entry.partial" / "leftover").write_text("from a killed build")
+    with publishing(final) as partial:
+        assert list(partial.iterdir()) == []  # a killed build's leftovers never reach the cache
+        (partial / "binary").write_text("v3")
+    assert sorted(p.name for p in final.iterdir()) == ["binary"] and (final / "binary").read_text() == "v3"
