@@ -13,6 +13,7 @@ from types import FrameType
 
 import click
 
+from draguard.harness.cluster.preflight import require_node
 from draguard.harness.driver.external import (
     TEST_DRIVER_NAME,
     ExternalPluginProcess,
@@ -51,6 +52,7 @@ def command(
         binary=find_test_driver(bin_dir),
     )
     client = Kube.from_kubeconfig(kubeconfig)
+    require_node(client, node, where=kubeconfig)  # before anything starts: one line, exit 2
     done = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:

@@ -16,7 +16,7 @@ from draguard.harness.cel import CelError, compile_selector
 from draguard.harness.core.errors import HarnessError, UsageError
 from draguard.harness.kube import ApiError, Kube
 
-__all__ = ["Allocatable", "allocatable", "require_allocatable"]
+__all__ = ["Allocatable", "allocatable", "require_allocatable", "require_node"]
 
 
 @dataclass(frozen=True)
@@ -77,3 +77,15 @@ def require_allocatable(kube: Kube, device_class: str, flag: str = "--device-cla
     if got.problem:
         raise UsageError(f"{flag} {device_class}: nothing can be allocated: {got.problem}")
     return got
+
+
+def require_node(kube: Kube, node: str, flag: str = "--node", where: str = "") -> None:
+    """:class:`UsageError` (exit 2) unless the API server answers and has Node ``node``: a process that serves
+    one node (a driver for a fake node) would otherwise start and keep retrying in the background."""
+    try:
+        found = kube.get("Node", node)
+    except (ApiError, HarnessError) as exc:
+        raise UsageError(f"{where + ': ' if where else ''}cannot reach the API server: {exc}") from exc
+    if found is None:
+        raise UsageError(f"{flag} {node}: no such Node in the cluster{' (' + where + ')' if where else ''}; "
+                         "start its node agent first (draguard nodes)")

@@ -66,6 +66,25 @@ def test_the_cli_rejects_a_bad_node_name_or_a_missing_binary_with_one_line_and_e
     assert err.count("\n") == 1 and "dra-test-driver is missing" in err
 
 
+def test_an_unreachable_api_server_or_a_missing_node_stops_it_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], draguard_cluster: Any
+) -> None:
+    fake = tmp_path / "dra-test-driver"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    nowhere = tmp_path / "kc"
+    nowhere.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                       "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n")
+    assert main(["external-driver", "--kubeconfig", str(nowhere), "--node", "n1", "--bin-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot reach the API server" in err and str(nowhere) in err, err
+    assert main(["external-driver", "--kubeconfig", str(draguard_cluster.kubeconfig), "--node", "dg-no-such-node",
+                 "--bin-dir", str(tmp_path), "--root", str(tmp_path / "nodes")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--node dg-no-such-node: no such Node in the cluster" in err, err
+    assert not (tmp_path / "nodes").exists()  # nothing was started or written
+
+
 def test_the_plugin_is_started_with_every_directory_under_the_node_root(tmp_path: Path) -> None:
     fake = tmp_path / "dra-test-driver"
     plugin = ExternalPluginProcess(tmp_path / "kc", "n1", root=tmp_path / "nodes", binary=fake, devices=2)
