@@ -103,10 +103,10 @@ class PodFiles:
 
 def undo_pod_file(kube: Kube | None, args: dict[str, Any]) -> None:
     """The journal's ``pod-file`` undo: ``path`` back to ``content`` (removed when None) through the
-    DaemonSet's running pod on the node; nothing to do when the DaemonSet is gone (its files went with it or
-    no longer matter), HarnessError when its pod there cannot be reached."""
+    DaemonSet's running pod on the node; nothing to do without the cluster (unreachable or gone: its nodes'
+    files with it) or when the DaemonSet is gone, HarnessError when its pod there cannot be reached."""
     if kube is None:
-        raise HarnessError(f"node {args.get('node')}: cannot put {args.get('path')} back without the cluster")
+        return
     if kube.get("DaemonSet", str(args["daemonSet"]), str(args["namespace"])) is None:
         return
     files = PodFiles(kube, str(args["namespace"]), str(args["daemonSet"]), str(args["node"]), str(args["container"]))

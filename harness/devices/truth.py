@@ -276,6 +276,11 @@ class NodeTruth:
     node: str
     devices: Mapping[str, DeviceRecord] = field(default_factory=dict)
     incidents: tuple[Incident, ...] = ()
+    recorded: bool = True
+    """Whether draguard's runtime records this node's containers and their incidents here (the fake node
+    agent, a hollow kubelet's device-truth feed); False for a real node's truth as an installed fleet reads
+    it (:mod:`draguard.harness.fleet.installed`): containerd runs the containers and says what it could not
+    do in the pods' statuses, and the incidents are what the fleet saw of the run's containers. Not stored."""
 
     def by_path(self) -> dict[str, str]:
         """Device node path on the host -> device name."""

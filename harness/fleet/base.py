@@ -170,6 +170,10 @@ class Fleet:
     """Seconds the cleanup phase waits, at most, for the driver's whole inventory to be published again
     before no-leak compares it (0: the fleet's drivers publish at once)."""
 
+    retry_grace: ClassVar[float] = 0.0
+    """Seconds the settle phase waits, beyond the scenario's settle timeout, for the progress it expects when
+    the nodes retry a failed prepare only after a back-off of their own (0: the fleet's nodes retry at once)."""
+
     def __init__(self) -> None:
         self.drivers: dict[str, FakeDriverProcess] = {}
         """The fake driver of each node (a handle on the driver host when it is hosted)."""
@@ -237,6 +241,12 @@ class Fleet:
             out.append(NodeDriverState(node=node, driver=proc.driver, prepared={u: () for u in uids}, cdi_specs=uids,
                                        cdi_devices=proc.cdi_devices()))
         return tuple(out)
+
+    def node_truths(self) -> tuple[NodeTruth, ...]:
+        """The device truth of the run's nodes that are not under its node root (an installed fake driver's
+        nodes), with what the fleet saw of the run's containers there as incidents (``recorded`` False: no
+        draguard runtime runs them); () where there are none."""
+        return ()
 
     reads_books: bool = False
     """Whether :meth:`external_states` holds an installed driver's books read on its nodes (draguard's fake

@@ -38,14 +38,14 @@ LOCAL_PARTIAL: Mapping[str, str] = {
 driver itself (``--cluster local``), or the driver runs on the nodes of draguard's kind cluster."""
 
 BOOKS_PARTIAL: Mapping[str, str] = {
-    **PARTIAL,
-    "no-leak": "judged from the API and from draguard's fake driver's books and CDI specs read in each node (its "
-               "checkpoint: each claim's devices, each device's state); its device truth (the fake hardware) is not read",
-    "no-double-allocation": "judged from the API's allocations and from draguard's fake driver's books read in each "
-                            "node; its device truth is not read",
+    **{name: why for name, why in PARTIAL.items() if name != "no-leak"},
+    "no-double-allocation": "judged from the API's allocations and from draguard's fake driver's books and device "
+                            "truth read in each node; which containers run on each device is not recorded there (a "
+                            "real runtime runs them)",
 }
 """As :data:`PARTIAL`, when the installed driver is draguard's fake driver on draguard's kind cluster, whose
-checkpoint and CDI specs draguard reads in the node containers."""
+checkpoint and CDI specs draguard reads in the node containers, and its device truth inside its pods:
+``no-leak`` is judged whole (the API, the books, the CDI specs, each device's reset state and health)."""
 
 NOT_JUDGED: Mapping[str, str] = {
     "container-devices": "needs the fake node's device truth (which devices each container got, and whether its "
@@ -85,6 +85,8 @@ def coverage(real_nodes: bool, node_files: bool, books: bool = False) -> tuple[d
         partial.update(REAL_NODES)
         for name in REAL_NODES:
             not_judged.pop(name, None)
+        if books:  # draguard's fake driver there: each container's environment and devices are seen too
+            partial.pop("container-devices", None)
     return partial, not_judged
 
 def scenario_devices(scenario: Scenario) -> dict[str, int]:

@@ -23,21 +23,32 @@ step may do to the driver and the nodes:
   its container paused (kubelet, containerd and the pods frozen: heartbeats stop, nothing runs) and
   thawed when it returns; the thaw is journaled before the pause.
 
+- against draguard's fake driver (deploy/fake-driver.yaml), through its pod on the node with the API's exec
+  (:mod:`draguard.harness.cluster.podfiles`): **its faults** (``prepare-failure``, ``unprepare-failure``,
+  ``reset-failure``... :data:`FAKE_DRIVER_FAULTS`), written into the fault file it watches (the previous
+  file journaled first), and **a device failure**, in its device truth; the judge reads that truth there
+  too (:meth:`InstalledFleet.node_truths`), with what this fleet saw of the run's running containers
+  (:class:`_Containers`: the devices their environment names, read through an ephemeral container, and
+  whether one had failed when they started). A mutant's run puts each node's device truth back after it.
+
 Finding the DaemonSet: the one the scenario names (``driver.daemonSet``), else the one whose pod
 template mounts the driver's plugin directory from the host, ``/var/lib/kubelet/plugins/<driver>``,
 where a kubelet plugin keeps its DRA socket by convention (k8s.io/dynamic-resource-allocation
 kubeletplugin: ``PluginDataDirectoryPath`` defaults to ``/var/lib/kubelet/plugins/<driver name>``).
 
-Talks to: the cluster (DaemonSets, Pods, Nodes), the kind node containers.
+Talks to: the cluster (DaemonSets, Pods and their exec and ephemeral containers, Nodes, ResourceClaims), the
+kind node containers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import threading
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,7 +59,7 @@ from draguard.harness.core.errors import HarnessError, UsageError
 from ..cluster.kind.cluster import KindCluster, KindNodes
 from ..cluster.kind.driverimage import FAKE_DRIVER_REPO
 from ..cluster.podfiles import PodFiles
-from ..devices.truth import HardwareFault, NodeTruth, truth_dir, TRUTH_FILE
+from ..devices.truth import HardwareFault, Incident, NodeTruth, truth_dir, TRUTH_FILE
 from ..driver import fault_control
 from ..driver.external import TEST_DRIVER_NAME, claims_of_cdi_specs
 from ..driver.state import Checkpoint
@@ -193,6 +204,13 @@ class InstalledFleet(Fleet):
     name = "installed"
     capabilities = frozenset({"restart-driver", "stop-driver", "kill-node", "driver-faults", "device-truth"})
     """At most these: :meth:`offers` says which this cluster has."""
+    retry_grace = 90.0
+    """A real kubelet prepares again a pod whose prepare failed (its driver down, a prepare failure) only when
+    its pod worker syncs the pod again: after a back-off of 10 to 15 s (pkg/kubelet/pod_workers.go,
+    workerBackOffPeriodJitterFactor), or at its periodic resync (1 min, jittered up to 1.5 min:
+    workerResyncIntervalJitterFactor). On kind a newcomer whose prepare failed while its driver was down
+    ("DRA driver gpu.draguard.dev is not registered") was not Running 60 s after the driver was back, when the
+    fake node agents retry at once: expected progress is awaited this much longer than the scenario's settle."""
     republish_grace = 90.0
     """A kubelet that starts wipes its node's ResourceSlices until the drivers register again
     (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, NewDRAPluginManager), and a driver built on
@@ -233,12 +251,22 @@ class InstalledFleet(Fleet):
         self._node_devices: dict[str, _PodDevices] = {}
         self._faults_root: Path | None = None
         """Where the fault files are composed before they are copied into the driver's pods."""
+        self._truth_cache: tuple[float, tuple[NodeTruth, ...]] | None = None
+        self._truth_seen: dict[str, NodeTruth] = {}
+        """Node -> its device truth when last read (a paused node's, or one whose driver pod is being replaced)."""
+        self._containers = _Containers(self)
+        self._broken_before: dict[str, frozenset[str]] = {}
+        """Node -> devices its device truth had failed, or not reset, when the run started (not this run's to judge)."""
+        self._truth_restore: dict[str, tuple[PodFiles, str, str | None]] = {}
+        """Node -> (its files, the truth's path, its content before a mutant ran), put back after the mutant."""
+        self._log: Callable[[str], None] | None = None
         """The merge patch that puts the DaemonSet's containers back, while a mutant runs."""
 
     def start(self, run: FleetRun) -> None:
         sc = run.scenario
         run.log(f"external driver {sc.driver.name}: using the cluster's nodes and slices")
         self.kube = run.kube
+        self._log = run.log
         self._driver = sc.driver.name
         self._run_id = run.run_id
         self._restart_command = sc.driver.restart_command
@@ -269,6 +297,17 @@ class InstalledFleet(Fleet):
                 run.log("claims of the driver already on the nodes before the run (its CDI specs"
                         + (" and books" if self.fake else "") + "), left out of no-leak: "
                         + ", ".join(f"{node}: {n}" for node, n in sorted(held.items())))
+        if self.reads_books:  # the fake hardware as the run found it: what was already broken is not this run's
+            for node in self._nodes:
+                devices = self.node_devices(node)
+                if devices is not None:
+                    self._broken_before[node] = frozenset(
+                        name for name, rec in devices.read().devices.items()
+                        if rec.reset != "clean" or rec.health != "healthy" or rec.lost)
+            broken = {node: names for node, names in self._broken_before.items() if names}
+            if broken:
+                run.log("devices already failed or not reset on the nodes before the run (their device truth), left "
+                        "out of the judgment: " + "; ".join(f"{n}: {', '.join(sorted(d))}" for n, d in sorted(broken.items())))
         ds = self.daemonset
         run.log(f"driver {run.scenario.driver.name}: "
                 + (f"DaemonSet {ds['metadata']['namespace']}/{ds['metadata']['name']}" if ds else "no DaemonSet found")
@@ -289,6 +328,7 @@ class InstalledFleet(Fleet):
             raise HarnessError("the installed fleet cannot journal the mutant's DaemonSet patch")
         run.journal_undo("patch-object", {"kind": "DaemonSet", "name": name, "namespace": ns,
                                           "patch": self._mutant_restore, "patchType": "merge"})
+        self._save_truths(run)
         patched = [{**c, "args": _with_mutant(list(c.get("args") or []), mutant)} if c.get("name") == self.fake else c
                    for c in containers]
         run.log(f"mutant {mutant}: DaemonSet {ns}/{name} runs the fake driver with --mutant={mutant}")
@@ -308,6 +348,23 @@ class InstalledFleet(Fleet):
 
         self.wait(what, done, timeout)
 
+    def _save_truths(self, run: FleetRun) -> None:
+        """Keep each node's device truth as the mutant finds it (journaled first): a mutant's run may leave
+        devices failed that no correct driver would (a reset failure after its claim was forgotten), and the
+        hardware must be as it was for the next run, as each run of the fake fleet starts with new hardware."""
+        kube, ns, _ = self._ds()
+        assert self.daemonset is not None and run.journal_undo is not None
+        for pod in controlled_pods(kube.items("Pod", ns), self.daemonset):
+            node = (pod.get("spec") or {}).get("nodeName")
+            found = self._pod_files(node) if node else None
+            if found is None or node is None:
+                continue
+            files, (_, root) = found
+            path = str(truth_dir(Path(root), node) / TRUTH_FILE)
+            content = files.read(path)
+            run.journal_undo("pod-file", files.undo_args(path, content))
+            self._truth_restore[node] = (files, path, content)
+
     def _restore_mutant(self) -> None:
         if self._mutant_restore is None:
             return
@@ -315,6 +372,11 @@ class InstalledFleet(Fleet):
         self.daemonset = kube.patch("DaemonSet", name, self._mutant_restore, ns)
         self._mutant_restore = None
         self._rolled_out("the correct fake driver back on every node")
+        for node, (files, path, content) in sorted(self._truth_restore.items()):
+            files.write(path, content)
+            if self._log is not None:
+                self._log(f"device truth of {node} put back as it was before the mutant ran")
+        self._truth_restore.clear()
 
     def offers(self, capability: str) -> bool:
         if capability == "restart-driver":
@@ -510,6 +572,35 @@ class InstalledFleet(Fleet):
             raise HarnessError(f"node {node}: the fake driver's checkpoint {checkpoint} cannot be read: {exc}") from exc
         return _Books(node, self._driver, specs, cp)
 
+    def node_truths(self) -> tuple[NodeTruth, ...]:
+        """The fake driver's device truth on each of the run's nodes, read inside its pod there (at most every
+        :data:`CDI_READ_EVERY` seconds; a node that cannot be read now, paused or its driver's pod being
+        replaced, as last read), with what this fleet saw of the run's running containers there as incidents
+        (:class:`_Containers`): no draguard runtime records them on a real node (``recorded`` False)."""
+        if self.fake is None or self.daemonset is None or self.kube is None or not self.reads_books:
+            return ()
+        now = time.monotonic()
+        if self._truth_cache is not None and now - self._truth_cache[0] < CDI_READ_EVERY:
+            return self._truth_cache[1]
+        out = []
+        for node in self._nodes:
+            devices = self.node_devices(node)
+            if devices is None:
+                continue
+            if node not in self._paused or node not in self._truth_seen:
+                try:
+                    self._truth_seen[node] = devices.read(wait=False) if isinstance(devices, _PodDevices) else devices.read()
+                except HarnessError:
+                    if node not in self._truth_seen:
+                        continue
+            truth = self._truth_seen[node]
+            before = self._broken_before.get(node, frozenset())
+            out.append(dataclasses.replace(
+                truth, devices={n: rec for n, rec in truth.devices.items() if n not in before},
+                incidents=(*truth.incidents, *self._containers.incidents(node, truth)), recorded=False))
+        self._truth_cache = (now, tuple(out))
+        return self._truth_cache[1]
+
     @property
     def reads_node_files(self) -> bool:
         return self.kind_nodes is not None and (self._driver == TEST_DRIVER_NAME or self.fake is not None)
@@ -535,6 +626,10 @@ class InstalledFleet(Fleet):
                 self._restore_mutant()
             except HarnessError as exc:
                 errors.append(f"DaemonSet not restored from the mutant: {exc}")
+        self._containers.stop()
+        summary = self._containers.summary()
+        if summary is not None and self._log is not None:
+            self._log(summary)
         super().stop()
         if errors:
             raise HarnessError("; ".join(errors) + " (`draguard cleanup` replays the journal)")
@@ -606,8 +701,9 @@ class _PodDevices:
     def _text(self) -> str | None:
         return self.files.read(self.path)
 
-    def read(self) -> NodeTruth:
-        text = self._text()
+    def read(self, wait: bool = True) -> NodeTruth:
+        """The node's device truth; with ``wait`` False, HarnessError at once when no pod of the driver runs there."""
+        text = self._text() if wait else dataclasses.replace(self.files, wait=0.0).read(self.path)
         if text is None:
             return NodeTruth(self.node)
         try:
@@ -760,3 +856,172 @@ class _KindNode:
     def back(self) -> None:
         self.nodes.unpause(self.node)
         self.fleet._paused.discard(self.node)
+
+
+INSPECTOR = "draguard-inspect"
+"""The name prefix of the ephemeral container through which a run container's environment is read."""
+_ENV_DEVICE = "DRAGUARD_DEVICE_"
+_ENV_UUID = "_UUID"
+
+
+class _Containers:
+    """What the installed fleet sees of the run's running containers on the nodes of draguard's fake driver,
+    as the fake node agent records it as their runtime: for each container, once, the devices its environment
+    names (the fake driver's CDI edits, ``DRAGUARD_DEVICE_<name>_UUID``: harness/cdi.py ``claim_spec``) against
+    the devices allocated to the claims it uses, and whether a device it got was broken (unhealthy, or its last
+    reset failed) in the device truth when the container was first seen running.
+
+    A run's workload containers run the pause image by default, which has no command to read an environment
+    with: the environment is read through an ephemeral container added to the pod through the API
+    (``pods/ephemeralcontainers``), with the fake driver's image (on every node already), in the target
+    container's process namespace (``targetContainerName``), from ``/proc/1/environ`` with ``CAP_SYS_PTRACE``
+    (reading another user's process environment needs it). It goes with the pod. Reads run on a thread of
+    their own, so the judge does not wait for them; an environment that cannot be read is noted, not judged."""
+
+    WAIT = 30.0
+    """Seconds an ephemeral container may take to run."""
+
+    def __init__(self, fleet: InstalledFleet) -> None:
+        self.fleet = fleet
+        self._first: dict[str, tuple[str, ...]] = {}
+        """Container key -> incidents' messages decided at its first sighting (broken devices)."""
+        self._found: dict[str, list[Incident]] = {}
+        """Node -> incidents found so far."""
+        self._reads: dict[str, Future[None]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.unread: dict[str, str] = {}
+        """Container key -> why its environment could not be read."""
+        self.read = 0
+        """Containers whose environment was read."""
+
+    def summary(self) -> str | None:
+        """What was inspected, for the run's log (None when no container was)."""
+        if not self._first:
+            return None
+        found = sum(len(v) for v in self._found.values())
+        return (f"containers of the run inspected through the API: {len(self._first)} seen running, {self.read} "
+                f"environment(s) read, {found} incident(s)"
+                + (f"; {len(self.unread)} environment(s) unread: " + "; ".join(sorted(set(self.unread.values())))[:600]
+                   if self.unread else ""))
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def incidents(self, node: str, truth: NodeTruth) -> tuple[Incident, ...]:
+        fleet = self.fleet
+        assert fleet.kube is not None
+        pods, _ = fleet.kube.list("Pod", label_selector=f"{RUN_LABEL}={fleet._run_id}", field_selector=f"spec.nodeName={node}")
+        claims: dict[tuple[str, str], Obj] = {}
+        for pod in pods:
+            if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            by_name = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+            statuses = {c.get("name"): c for c in (pod.get("status") or {}).get("containerStatuses") or []}
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                used = [r for r in (c.get("resources") or {}).get("claims") or [] if by_name.get(r.get("name"))]
+                st = statuses.get(c.get("name")) or {}
+                if not used or not (st.get("state") or {}).get("running"):
+                    continue
+                key = f"{pod['metadata']['uid']}/{c['name']}/{st.get('restartCount', 0)}"
+                if key in self._first:
+                    continue
+                expected: dict[str, str] = {}  # device -> claim UID
+                for ref in used:
+                    ns, name = pod["metadata"]["namespace"], str(by_name[ref["name"]])
+                    claim = claims.get((ns, name))
+                    if claim is None:
+                        claim = claims[(ns, name)] = fleet.kube.get("ResourceClaim", name, ns) or {}
+                    for r in (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []:
+                        if r.get("driver") == fleet._driver and r.get("pool") == node and (
+                                not ref.get("request") or r.get("request") == ref["request"]):
+                            expected[str(r["device"])] = str(claim["metadata"]["uid"])
+                self._first[key] = self._broken(node, pod, c["name"], expected, truth)
+                self._read_later(node, key, pod, c["name"], expected, truth)
+        with self._lock:
+            return tuple(self._found.get(node, ()))
+
+    def _add(self, node: str, incident: Incident) -> None:
+        with self._lock:
+            self._found.setdefault(node, []).append(incident)
+
+    def _broken(self, node: str, pod: Obj, container: str, expected: dict[str, str], truth: NodeTruth) -> tuple[str, ...]:
+        """Incidents for the devices of a container first seen running now that the device truth has failed."""
+        out = []
+        where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        for device, claim in sorted(expected.items()):
+            rec = truth.devices.get(device)
+            if rec is None or (rec.health == "healthy" and rec.reset != "failed"):
+                continue
+            state = rec.health_message or "unhealthy" if rec.health != "healthy" else f"its last reset failed ({rec.reset_error})"
+            message = (f"container {container} of pod {where} runs on device {device}, which the hardware had failed "
+                       f"when the container was first seen running: {state}")
+            self._add(node, Incident("unhealthy-in-use", device, message, (claim,), where, time.time()))
+            out.append(message)
+        return tuple(out)
+
+    def _read_later(self, node: str, key: str, pod: Obj, container: str, expected: dict[str, str],
+                    truth: NodeTruth) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="draguard-inspect")
+        uuids = {rec.uuid: name for name, rec in truth.devices.items()}
+        self._reads[key] = self._pool.submit(self._read, node, key, pod, container, expected, uuids)
+
+    def _read(self, node: str, key: str, pod: Obj, container: str, expected: dict[str, str],
+              uuids: dict[str, str]) -> None:
+        try:
+            env = self._environment(pod, container)
+        except HarnessError as exc:
+            self.unread[key] = str(exc)
+            return
+        self.read += 1
+        got = {uuids.get(v, v) for k, v in env.items() if k.startswith(_ENV_DEVICE) and k.endswith(_ENV_UUID)}
+        want = set(expected)
+        if got == want:
+            return
+        where = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        missing, extra = sorted(want - got), sorted(got - want)
+        message = (f"container {container} of pod {where} got device(s) {', '.join(sorted(got)) or 'none'} through its "
+                   f"CDI edits (its environment, read through the API), but its claims hold "
+                   f"{', '.join(sorted(want)) or 'none'} on node {node}"
+                   + (f": missing {', '.join(missing)}" if missing else "") + (f"; not its claims' {', '.join(extra)}" if extra else ""))
+        self._add(node, Incident("container-failed", (missing or extra)[0], message, tuple(sorted(set(expected.values()))),
+                                 where, time.time()))
+
+    def _environment(self, pod: Obj, container: str) -> dict[str, str]:
+        """``container``'s environment: ``/proc/1/environ`` in its process namespace, through an ephemeral
+        container added to the pod."""
+        fleet = self.fleet
+        assert fleet.kube is not None and fleet.daemonset is not None
+        image = next((c.get("image") for c in fleet.daemonset["spec"]["template"]["spec"]["containers"]
+                      if c.get("name") == fleet.fake), None)
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        inspector = f"{INSPECTOR}-{container}"[:63]
+        try:
+            fleet.kube.patch("Pod", name, {"spec": {"ephemeralContainers": [{
+                "name": inspector, "image": image, "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"],
+                "targetContainerName": container, "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}]}},
+                ns, patch_type="strategic", subresource="ephemeralcontainers")
+        except ApiError as exc:
+            raise HarnessError(f"pod {ns}/{name}: cannot add an ephemeral container to read container {container}'s "
+                               f"environment: {exc}") from exc
+        deadline = time.monotonic() + self.WAIT
+        while True:
+            current = fleet.kube.get("Pod", name, ns) or {}
+            running = any(s.get("name") == inspector and (s.get("state") or {}).get("running")
+                          for s in (current.get("status") or {}).get("ephemeralContainerStatuses") or [])
+            if running:
+                break
+            if not current or current["metadata"].get("deletionTimestamp") or time.monotonic() > deadline:
+                raise HarnessError(f"pod {ns}/{name}: its ephemeral container {inspector} did not run")
+            time.sleep(0.5)
+        code, out, err = fleet.kube.exec(name, ns, ["cat", "/proc/1/environ"], container=inspector, timeout=30)
+        if code != 0:
+            raise HarnessError(f"pod {ns}/{name}: cannot read container {container}'s environment: {err.strip()[-200:]}")
+        env = {}
+        for item in out.split(b"\0"):
+            k, sep, v = item.decode(errors="replace").partition("=")
+            if sep:
+                env[k] = v
+        return env

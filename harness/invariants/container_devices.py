@@ -10,7 +10,10 @@ On real nodes the runtime is the judge: containerd resolves a container's CDI de
 creates it and fails the creation when one does not resolve ("CDI device injection failed:
 unresolvable CDI devices ...", containerd pkg/cdi/oci_opt.go; the kubelet reports it as the
 container's ``CreateContainerError`` in the pod's status). Such a container of the run's pods is a
-violation too, whatever the driver.
+violation too, whatever the driver. There, against draguard's fake driver installed on the nodes, the
+installed fleet also reports what it saw of each running container of the run: devices its environment
+(the CDI edits) names that are not its claims', or its claims' devices it lacks, and a device it started on
+that the device truth had failed (:meth:`draguard.harness.fleet.installed.InstalledFleet.node_truths`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _refused_by_the_runtime(snapshot: Snapshot) -> list[Violation]:
     """The run's containers a real node's runtime refused; a fake node's runtime (and a hollow kubelet's
     feed) records each refusal in the device truth, judged below: counted once, there."""
     out: list[Violation] = []
-    truth_nodes = {t.node for t in snapshot.device_truth}
+    truth_nodes = {t.node for t in snapshot.device_truth if t.recorded}
     for pod in snapshot.pods:
         md, status = pod["metadata"], pod.get("status") or {}
         if (pod.get("spec") or {}).get("nodeName") in truth_nodes:

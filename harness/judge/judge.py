@@ -265,7 +265,7 @@ class Judge:
             for w in self.scenario.workloads
         )
         drivers = tuple(self.driver_state(n) for n in h.fleet.drivers) + h.fleet.external_states()
-        truth = tuple(self._truth_now(h.node_root, n) for n in h.fleet.drivers)
+        truth = tuple(self._truth_now(h.node_root, n) for n in h.fleet.drivers) + h.fleet.node_truths()
         usage = self._gpu_usage(h) if drivers_state else {}
         snap = self._claims_snapshot().replace(
             pods=h.observer.frozen("Pod"), drivers=drivers, gangs=gangs, gpu_usage=usage or None, device_truth=truth,

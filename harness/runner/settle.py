@@ -54,8 +54,9 @@ def settle(h: RunHandles, scenario: Scenario, judge: Judge, log: Callable[[str],
     quiet = h.observer.wait_quiet(quiet=lambda: min(settle_quiet(), timeout), timeout=timeout)
     # Quiet is not settled while expected progress has not come yet: a kubelet retries a failed
     # prepare only after its back-off (about 10 s), longer than the quiet period. Wait for it,
-    # within the same settle timeout, then for quiet again.
+    # within the settle timeout and the fleet's retry grace (real kubelets), then for quiet again.
     wanted = scenario.expect.progress
+    deadline += h.fleet.retry_grace  # real kubelets: their retry back-off and resync come on top of the settle
     while wanted and len(judge.progress_seen) < len(wanted) and time.monotonic() < deadline:
         time.sleep(0.5)
         if len(judge.progress_seen) == len(wanted):
