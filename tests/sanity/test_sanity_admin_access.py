@@ -7,8 +7,6 @@ does not declare admin access gets not-applicable, and a namespace without the a
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +16,9 @@ import pytest
 
 from draguard.cli.main import main
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.driver.slices import LABEL_NODE
 from draguard.harness.kube import Kube
+
+from .conftest import fake_driver_node
 
 pytestmark = pytest.mark.cluster
 
@@ -29,19 +27,8 @@ CHECK = "sanity.prepare.admin-access"
 
 @pytest.fixture
 def driver(draguard_cluster: Any) -> Iterator[tuple[Path, str]]:
-    kube: Kube = draguard_cluster.kube()
-    node = f"dg-aa-{uuid.uuid4().hex[:6]}"
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-    root = Path(tempfile.mkdtemp(prefix="dga", dir="/tmp"))  # short: unix socket paths are limited
-    proc = FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root, devices=4, reset_ms=1)
-    try:
-        proc.start()
+    with fake_driver_node(draguard_cluster, "dg-aa") as (_, root, node):
         yield root, node
-    finally:
-        proc.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        kube.delete("Node", node)
-        kube.delete_collection("ResourceSlice", f"{LABEL_NODE}={node}")
 
 
 def _check(draguard_cluster: Any, root: Path, node: str, out: Path, *extra: str) -> dict[str, Any]:

@@ -5,9 +5,6 @@ The correct driver passes; silent-health fails at the first kind."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,8 @@ from draguard.conformance.sanity import SanityConfig, run_sanity
 from draguard.conformance.sanity.hooks import FakeDriverHooks
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.devices.truth import DeviceTruth
-from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.kube import Kube
+
+from .conftest import cluster_node, fake_driver_node
 
 pytestmark = pytest.mark.cluster
 
@@ -28,20 +25,13 @@ CHECK = "sanity.health.reports-unhealthy"
 
 @pytest.fixture(scope="module")
 def node(draguard_cluster: Any) -> Iterator[str]:
-    kube: Kube = draguard_cluster.kube()
-    name = f"dg-hw-{uuid.uuid4().hex[:6]}"
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    try:
+    with cluster_node(draguard_cluster, "dg-hw") as name:
         yield name
-    finally:
-        kube.delete("Node", name)
 
 
-def _run(kubeconfig: Path, node: str, mutant: str | None) -> tuple[str, str, Path, list[str]]:
-    root = Path(tempfile.mkdtemp(prefix="dgh", dir="/tmp"))
-    proc = FakeDriverProcess(kubeconfig, node, root=root, devices=4, mutant=mutant, reset_ms=1, health_interval=0.2)
-    try:
-        proc.start()
+def _run(cluster: Any, node: str, mutant: str | None) -> tuple[str, str, Path, list[str]]:
+    kubeconfig = Path(cluster.kubeconfig)
+    with fake_driver_node(cluster, "", node=node, mutant=mutant, health_interval=0.2) as (proc, root, _):
         dirs = NodeDirs(root, node)
         config = SanityConfig(registration_socket=dirs.registration_socket(DEFAULT_DRIVER), kubeconfig=kubeconfig,
                               driver=DEFAULT_DRIVER, plugin_socket=dirs.dra_socket(DEFAULT_DRIVER), node=node,
@@ -51,19 +41,16 @@ def _run(kubeconfig: Path, node: str, mutant: str | None) -> tuple[str, str, Pat
         truth = DeviceTruth(root, node).read().devices
         broken = sorted(n for n, d in truth.items() if d.health != "healthy" or d.xids or d.lost)
         return check.status, check.reason, root, broken
-    finally:
-        proc.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_correct_driver_reports_each_hardware_fault_and_its_repair(draguard_cluster: Any, node: str) -> None:
-    status, reason, _, broken = _run(draguard_cluster.kubeconfig, node, None)
+    status, reason, _, broken = _run(draguard_cluster, node, None)
     assert status == "passed", reason
     assert broken == [], "the check repairs the hardware it failed"
 
 
 def test_a_blind_health_check_fails_at_the_first_fault(draguard_cluster: Any, node: str) -> None:
-    status, reason, _, broken = _run(draguard_cluster.kubeconfig, node, "silent-health")
+    status, reason, _, broken = _run(draguard_cluster, node, "silent-health")
     assert status == "failed", reason
     assert "raised fallen-off-bus, but" in reason and "never said UNHEALTHY" in reason
     assert broken == []

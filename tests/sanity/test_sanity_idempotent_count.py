@@ -7,9 +7,6 @@ kubernetes-sigs/dra-driver-nvidia-gpu#729) passes with N=1 and fails with N=3, n
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,9 +17,8 @@ import pytest
 
 from draguard.cli.main import main
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.driver.slices import LABEL_NODE
-from draguard.harness.kube import Kube
+
+from .conftest import fake_driver_node
 
 pytestmark = pytest.mark.cluster
 
@@ -33,19 +29,8 @@ CHECK = "sanity.prepare.device-in-use"
 def driver(draguard_cluster: Any) -> Callable[[str | None], Any]:
     @contextmanager
     def start(mutant: str | None) -> Iterator[tuple[Path, str]]:
-        kube: Kube = draguard_cluster.kube()
-        node = f"dg-ic-{uuid.uuid4().hex[:6]}"
-        kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-        root = Path(tempfile.mkdtemp(prefix="dgi", dir="/tmp"))  # short: unix socket paths are limited
-        proc = FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root, devices=4, reset_ms=1, mutant=mutant)
-        try:
-            proc.start()
+        with fake_driver_node(draguard_cluster, "dg-ic", mutant=mutant) as (_, root, node):
             yield root, node
-        finally:
-            proc.stop()
-            shutil.rmtree(root, ignore_errors=True)
-            kube.delete("Node", node)
-            kube.delete_collection("ResourceSlice", f"{LABEL_NODE}={node}")
 
     return start
 

@@ -8,9 +8,6 @@ exists but fails, the check that left the driver down fails alone and the suite 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,28 +17,17 @@ import pytest
 from draguard.cli.main import main
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
 from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.driver.slices import LABEL_NODE
 from draguard.harness.grpcapi.plugin import PluginClient
-from draguard.harness.kube import Kube
+
+from .conftest import fake_driver_node
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
 def driver(draguard_cluster: Any) -> Iterator[tuple[FakeDriverProcess, Path, str]]:
-    kube: Kube = draguard_cluster.kube()
-    node = f"dg-nc-{uuid.uuid4().hex[:6]}"
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-    root = Path(tempfile.mkdtemp(prefix="dgn", dir="/tmp"))  # short: unix socket paths are limited
-    proc = FakeDriverProcess(draguard_cluster.kubeconfig, node, root=root, devices=48, reset_ms=1, health_interval=0.2)
-    try:
-        proc.start()
-        yield proc, root, node
-    finally:
-        proc.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        kube.delete("Node", node)
-        kube.delete_collection("ResourceSlice", f"{LABEL_NODE}={node}")
+    with fake_driver_node(draguard_cluster, "dg-nc", devices=48, health_interval=0.2) as started:
+        yield started
 
 
 def _sanity(draguard_cluster: Any, root: Path, node: str, out: Path, *extra: str) -> int:

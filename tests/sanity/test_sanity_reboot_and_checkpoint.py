@@ -6,9 +6,6 @@ driver passes both; cdi-not-recreated and discard-corrupt-checkpoint each fail t
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,8 @@ import pytest
 from draguard.conformance.sanity import SanityConfig, run_sanity
 from draguard.conformance.sanity.hooks import FakeDriverHooks
 from draguard.harness.core.paths import DEFAULT_DRIVER, NodeDirs
-from draguard.harness.driver.process import FakeDriverProcess
-from draguard.harness.kube import Kube
+
+from .conftest import cluster_node, fake_driver_node
 
 pytestmark = pytest.mark.cluster
 
@@ -28,33 +25,23 @@ CHECKS = ("sanity.cdi.recreated-on-reprepare", "sanity.restart.corrupt-checkpoin
 
 @pytest.fixture(scope="module")
 def node(draguard_cluster: Any) -> Iterator[str]:
-    kube: Kube = draguard_cluster.kube()
-    name = f"dg-rb-{uuid.uuid4().hex[:6]}"
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    try:
+    with cluster_node(draguard_cluster, "dg-rb") as name:
         yield name
-    finally:
-        kube.delete("Node", name)
 
 
-def _statuses(kubeconfig: Path, node: str, mutant: str | None) -> dict[str, tuple[str, str]]:
-    root = Path(tempfile.mkdtemp(prefix="dgb", dir="/tmp"))
-    proc = FakeDriverProcess(kubeconfig, node, root=root, devices=4, mutant=mutant, reset_ms=1)
-    try:
-        proc.start()
+def _statuses(cluster: Any, node: str, mutant: str | None) -> dict[str, tuple[str, str]]:
+    kubeconfig = Path(cluster.kubeconfig)
+    with fake_driver_node(cluster, "", node=node, mutant=mutant) as (proc, root, _):
         dirs = NodeDirs(root, node)
         config = SanityConfig(registration_socket=dirs.registration_socket(DEFAULT_DRIVER), kubeconfig=kubeconfig,
                               driver=DEFAULT_DRIVER, plugin_socket=dirs.dra_socket(DEFAULT_DRIVER), node=node,
                               cdi_dir=dirs.cdi, call_timeout=10.0, select=CHECKS)
         result = run_sanity(config, FakeDriverHooks(root, node, process=proc))
         return {c.id: (c.status, c.reason) for c in result.checks if c.id in CHECKS}
-    finally:
-        proc.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_correct_driver_passes_both(draguard_cluster: Any, node: str) -> None:
-    got = _statuses(draguard_cluster.kubeconfig, node, None)
+    got = _statuses(draguard_cluster, node, None)
     assert got == {c: ("passed", got[c][1]) for c in CHECKS}, got
 
 
@@ -64,5 +51,5 @@ def test_the_correct_driver_passes_both(draguard_cluster: Any, node: str) -> Non
 ])
 def test_each_mutant_fails_the_check_aimed_at_it(draguard_cluster: Any, node: str, mutant: str, check: str,
                                                  words: str) -> None:
-    status, reason = _statuses(draguard_cluster.kubeconfig, node, mutant)[check]
+    status, reason = _statuses(draguard_cluster, node, mutant)[check]
     assert status == "failed" and words in reason, (status, reason)
