@@ -46,7 +46,9 @@ def render_markdown(data: dict[str, Any], json_name: str = JSON) -> str:
         "Each variant is the upstream DRA test driver (`k8s.io/kubernetes/test/e2e/dra/test-driver`) with one bug "
         "planted in `app/kubeletplugin.go`, built with `go build -overlay` from the module the control plane is "
         "built from (`harness/driver/upstream_variants.py`). draguard runs each as a vendor runs their own driver: "
-        "`draguard sanity` (with its CDI folder and a restart hook), `draguard conformance` (with a restart hook) "
+        "`draguard sanity` (with its CDI folder and a restart hook), `draguard conformance` (with restart hooks "
+        "for the driver and the node agents, the nodes' CDI folders, and the gRPC interposer in front of the driver "
+        "as `draguard run --cluster local` puts it) "
         "and the library retargeted to it (`draguard run scenarios/ --cluster local --driver "
         "test-driver.cdi.k8s.io --device-class test-gpus`). A suite **catches** a variant when it reports a "
         "failure the released driver does not: a check that passed there, a scenario met there.",
