@@ -41,7 +41,7 @@ class RolledOut(DaemonSetStore):
         return ds
 
     def items(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
-        assert kind == "ResourceClaim"
+        assert kind in ("ResourceClaim", "Pod")  # claims of others; the driver's pods (none: no device truth kept)
         return []
 
 
