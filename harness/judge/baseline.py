@@ -1,9 +1,9 @@
 """A run judged against a baseline run: a driver much slower than the baseline's says so in the verdict.
 
-A planted bug that holds a driver-wide lock across a slow prepare leaves every invariant held and every
-scenario met, only slower (the library took 3.3 times as long against it as against the released
-driver). ``draguard run --baseline DIR`` reads a finished run of the same scenarios (typically the driver's
-previous release, or the same cluster last night) and adds to each scenario that ran in both a
+A driver change whose only symptom is time (slower prepares, a lock waited on where no call is seen
+waiting) leaves every invariant held and every scenario met. ``draguard run --baseline DIR`` reads a
+finished run of the same scenarios (typically the driver's previous release, or the same cluster last
+night) and adds to each scenario that ran in both a
 ``baseline`` expectation: its wall time is at most ``max_slowdown`` times the baseline's, or within
 ``min_seconds`` of it (short scenarios vary by seconds on a busy machine). A scenario the baseline did not
 meet, did not run, or ran under another name is not compared, and says why. Pure: takes and changes
