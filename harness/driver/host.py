@@ -633,9 +633,7 @@ class HostedDriver(FakeDriverProcess):
         return 137
 
     def rolling_update(self, overlap: float = 1.0, timeout: float = 30.0) -> str:
-        reply = self.host.command({"op": "roll", "node": self.node, "overlap": overlap}, timeout + overlap)
-        if not reply.get("ok"):
-            raise HarnessError(f"rolling update of the driver on {self.node} (hosted): {reply.get('error')}")
+        reply = self.host.command({"op": "roll", "node": self.node, "overlap": overlap}, timeout + overlap)  # raises if not ok
         self.instance = str(reply["instance"])
         self.wait_ready(timeout)
         return self.instance

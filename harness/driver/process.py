@@ -68,11 +68,14 @@ class FakeDriverProcess(NodeProcess):
         """The pod UID of the running instance once a rolling update replaced the first (None before)."""
         # Its own session (a Ctrl-C in the parent's terminal is not the driver's business), and it dies
         # with draguard even when a chaos step's thread restarted it (harness.process.spawn).
-        self._proc = Supervised(f"fake driver for node {node}", self._argv(), self.plugin_dir / "driver.log",
-                                self._sockets_accept, env=env, poll=0.02, log_lines=20)  # fmt: skip
+        self._proc = self._child(f"fake driver for node {node}", self._argv(), self._sockets_accept)
 
-    def _argv(self) -> list[str]:
-        return [sys.executable, "-m", "draguard.harness.driver.main", "fake", *self.args]
+    def _argv(self, args: list[str] | None = None) -> list[str]:
+        return [sys.executable, "-m", "draguard.harness.driver.main", "fake", *(self.args if args is None else args)]
+
+    def _child(self, name: str, argv: list[str], ready: Any) -> Supervised:
+        """A driver child logging to the node's ``driver.log``, ready when ``ready()`` says its sockets answer."""
+        return Supervised(name, argv, self.plugin_dir / "driver.log", ready, env=self.env, poll=0.02, log_lines=20)
 
     # -- paths ------------------------------------------------------------------------------------
     @property
@@ -139,10 +142,8 @@ class FakeDriverProcess(NodeProcess):
             del args[i : i + 2]
         args += ["--pod-uid", instance]
         dra, reg = self.dirs.dra_socket(self.driver, instance), self.dirs.registration_socket(self.driver, instance)
-        new = Supervised(f"fake driver for node {self.node} (instance {instance[:8]})",
-                         [sys.executable, "-m", "draguard.harness.driver.main", "fake", *args], self.log_path,
-                         lambda: socket_accepts(dra) and socket_accepts(reg), env=self.env, poll=0.02,
-                         log_lines=20)  # fmt: skip
+        new = self._child(f"fake driver for node {self.node} (instance {instance[:8]})", self._argv(args),
+                          lambda: socket_accepts(dra) and socket_accepts(reg))
         new.start(timeout)
         time.sleep(overlap)
         old, self._proc, self.args, self.instance = self._proc, new, args, instance

@@ -62,8 +62,6 @@ class _NoClaims:
         return None
 
 
-
-
 @contextlib.contextmanager
 def cluster_node(cluster: Any, prefix: str) -> Iterator[str]:
     """A Node object named ``<prefix>-<random>`` on the local control plane; it and its slices go after."""

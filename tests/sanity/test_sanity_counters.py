@@ -21,20 +21,16 @@ from draguard.harness.driver.process import FakeDriverProcess
 from draguard.harness.driver.slices import LABEL_NODE
 from draguard.harness.kube import Kube
 
+from .conftest import cluster_node
+
 pytestmark = pytest.mark.cluster
 CHECK = "sanity.slices.counters"
 
 
 @pytest.fixture
 def node(draguard_cluster: Any) -> Iterator[str]:
-    kube: Kube = draguard_cluster.kube()
-    name = f"dg-cnt-{uuid.uuid4().hex[:6]}"
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    try:
+    with cluster_node(draguard_cluster, "dg-cnt") as name:
         yield name
-    finally:
-        kube.delete("Node", name)
-        kube.delete_collection("ResourceSlice", f"{LABEL_NODE}={name}")
 
 
 def _check(kubeconfig: Path, driver: str, node: str, registration: Path, caps: Capabilities | None = None) -> Any:

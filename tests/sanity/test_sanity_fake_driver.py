@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,9 @@ import pytest
 
 from draguard.conformance.sanity.matrix import CORRECT, aimed, modes, render, run_matrix
 from draguard.harness.driver.mutants import MUTANTS
-from draguard.harness.driver.slices import LABEL_NODE
-from draguard.harness.kube import Kube
 from draguard.harness.result import RunResult
+
+from .conftest import cluster_node
 
 pytestmark = pytest.mark.cluster
 
@@ -28,14 +27,8 @@ KILL_MATRIX = DOCS.with_name("kill-matrix.md")
 
 @pytest.fixture(scope="module")
 def node(draguard_cluster: Any) -> Iterator[str]:
-    kube: Kube = draguard_cluster.kube()
-    name = f"dg-san-{uuid.uuid4().hex[:6]}"
-    kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    try:
+    with cluster_node(draguard_cluster, "dg-san") as name:
         yield name
-    finally:
-        kube.delete("Node", name)
-        kube.delete_collection("ResourceSlice", f"{LABEL_NODE}={name}")
 
 
 @pytest.fixture(scope="module")
