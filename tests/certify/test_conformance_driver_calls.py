@@ -9,10 +9,7 @@ aimed at its bug, with the check and the claim in the reason."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,20 +19,12 @@ import pytest
 from draguard.conformance.cluster import ClusterConfig, run_conformance
 from draguard.conformance.cluster.calls import CallJudge, RecordFile
 from draguard.harness.core.errors import HarnessError
-from draguard.harness.driver.external import (
-    TEST_DRIVER_NAME,
-    ExternalPluginProcess,
-    delete_published_slices,
-    external_device_class,
-    find_test_driver,
-)
+from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, find_test_driver
 from draguard.harness.driver.upstream_variants import build_variant
-from draguard.harness.kube import Kube
 from draguard.harness.nodes import FakeNodesProcess
-from draguard.harness.nodes.node import LEASE_NAMESPACE
 from draguard.harness.proxy import Interposer
 from draguard.harness.result import CheckResult
-from support import wait
+from support import upstream_on_fake_nodes
 
 NOT_GIVEN_WITHOUT = {
     "conformance.chaos.kubelet-restart": "restart_kubelet",
@@ -118,43 +107,11 @@ def interposed(draguard_cluster: Any, request: pytest.FixtureRequest) -> Iterato
         binary = _binary(request.param, bin_dir)
     except HarnessError as exc:
         pytest.skip(str(exc))
-    kube: Kube = draguard_cluster.kube()
-    tag = uuid.uuid4().hex[:6]
-    nodes = [f"dgc-{tag}-{i}" for i in range(2)]
-    cls = f"dgc-{tag}"
-    root = Path(tempfile.mkdtemp(prefix="dgc", dir="/tmp"))
-    plugins = Path(f"{root}-plugins")
-    interposer = Interposer(plugins, root, record=root / "calls.jsonl").start()
-    agent = FakeNodesProcess(draguard_cluster.kubeconfig, nodes, root=root, run_label=draguard_cluster.run_id,
-                             log=root / "nodes.log", extra_args=["--heartbeat-interval", "1", "--backoff-max", "1"])
-    procs: dict[str, ExternalPluginProcess] = {}
-    try:
-        agent.start()
-        kube.create(external_device_class(cls))
-        for n in nodes:
-            procs[n] = ExternalPluginProcess(draguard_cluster.kubeconfig, n, root=plugins, devices=4, binary=binary,
-                                             node_root=root).start()
-
-        def published() -> bool:
-            items, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={TEST_DRIVER_NAME}")
-            return set(nodes) <= {s["spec"].get("nodeName") for s in items if s["spec"].get("devices")}
-
-        wait(published, "the driver's slices", 60)
-        config = ClusterConfig(kubeconfig=Path(draguard_cluster.kubeconfig), driver=TEST_DRIVER_NAME, device_class=cls,
-                               wait_timeout=45.0, select=SELECT, cdi_dir=str(root / "{node}" / "cdi"))
-        yield config, _Hooks(procs, agent), interposer
-    finally:
-        for proc in procs.values():
-            proc.stop()
-        agent.stop()
-        interposer.stop()
-        kube.delete("DeviceClass", cls)
-        for n in nodes:
-            delete_published_slices(kube, n)
-            kube.delete("Node", n)
-            kube.delete("Lease", n, LEASE_NAMESPACE)
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.rmtree(plugins, ignore_errors=True)
+    with upstream_on_fake_nodes(draguard_cluster, "dgc", binary, interpose=True) as up:
+        config = ClusterConfig(kubeconfig=Path(draguard_cluster.kubeconfig), driver=TEST_DRIVER_NAME,
+                               device_class=up.device_class, wait_timeout=45.0, select=SELECT,
+                               cdi_dir=str(up.root / "{node}" / "cdi"))
+        yield config, _Hooks(up.procs, up.agent), up.interposer
 
 
 def _run(interposed: tuple[ClusterConfig, Any, Interposer]) -> dict[str, tuple[str, str]]:

@@ -10,9 +10,6 @@ this test pins that list, so a new failure (a finding or a wrong check) or a fix
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,18 +17,9 @@ from typing import Any
 import pytest
 
 from draguard.conformance.cluster import ClusterConfig, run_conformance
-from draguard.harness.driver.external import (
-    TEST_DRIVER_NAME,
-    ExternalPluginProcess,
-    delete_published_slices,
-    external_device_class,
-    find_test_driver,
-)
+from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, find_test_driver
 from draguard.harness.core.errors import HarnessError
-from draguard.harness.kube import Kube
-from draguard.harness.nodes import FakeNodesProcess
-from draguard.harness.nodes.node import LEASE_NAMESPACE
-from support import wait
+from support import upstream_on_fake_nodes, wait
 
 pytestmark = pytest.mark.cluster
 
@@ -57,36 +45,8 @@ def upstream(draguard_cluster: Any) -> Iterator[tuple[dict[str, ExternalPluginPr
         binary = find_test_driver(bin_dir)
     except HarnessError as exc:
         pytest.skip(str(exc))
-    kube: Kube = draguard_cluster.kube()
-    tag = uuid.uuid4().hex[:6]
-    nodes = [f"dgu-{tag}-{i}" for i in range(2)]
-    cls = f"dgu-{tag}"
-    root = Path(tempfile.mkdtemp(prefix="dgu", dir="/tmp"))
-    agent = FakeNodesProcess(draguard_cluster.kubeconfig, nodes, root=root, run_label=draguard_cluster.run_id,
-                             log=root / "nodes.log", extra_args=["--heartbeat-interval", "1", "--backoff-max", "1"])
-    procs: dict[str, ExternalPluginProcess] = {}
-    try:
-        agent.start()
-        kube.create(external_device_class(cls))
-        for n in nodes:
-            procs[n] = ExternalPluginProcess(draguard_cluster.kubeconfig, n, root=root, devices=4, binary=binary).start()
-
-        def published() -> bool:
-            items, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={TEST_DRIVER_NAME}")
-            return set(nodes) <= {s["spec"].get("nodeName") for s in items if s["spec"].get("devices")}
-
-        wait(published, "the upstream driver's slices", 60)
-        yield procs, cls
-    finally:
-        for proc in procs.values():
-            proc.stop()
-        agent.stop()
-        kube.delete("DeviceClass", cls)
-        for n in nodes:
-            delete_published_slices(kube, n)
-            kube.delete("Node", n)
-            kube.delete("Lease", n, LEASE_NAMESPACE)
-        shutil.rmtree(root, ignore_errors=True)
+    with upstream_on_fake_nodes(draguard_cluster, "dgu", binary) as up:
+        yield up.procs, up.device_class
 
 
 def test_the_upstream_test_driver_through_the_cluster_suite(

@@ -10,13 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,19 +22,11 @@ from typing import Any
 
 import pytest
 
-from draguard.harness.driver.external import (
-    TEST_DRIVER_NAME,
-    ExternalPluginProcess,
-    delete_published_slices,
-    external_device_class,
-    find_test_driver,
-)
+from draguard.harness.driver.external import TEST_DRIVER_NAME, ExternalPluginProcess, find_test_driver
 from draguard.harness.core.errors import HarnessError
 from draguard.harness.kube import Kube
-from draguard.harness.nodes import FakeNodesProcess
 from draguard.harness.runner.journal import pending_journals
-from draguard.harness.nodes.node import LEASE_NAMESPACE
-from support import wait
+from support import upstream_on_fake_nodes
 
 pytestmark = pytest.mark.cluster
 
@@ -73,36 +62,8 @@ def installed(draguard_cluster: Any) -> Iterator[Installed]:
         binary = find_test_driver(bin_dir)
     except HarnessError as exc:
         pytest.skip(str(exc))
-    kube: Kube = draguard_cluster.kube()
-    tag = uuid.uuid4().hex[:6]
-    nodes = [f"dgr-{tag}-{i}" for i in range(2)]
-    cls = f"dgr-{tag}"
-    root = Path(tempfile.mkdtemp(prefix="dgr", dir="/tmp"))  # short: unix socket paths are limited
-    agent = FakeNodesProcess(draguard_cluster.kubeconfig, nodes, root=root, run_label=draguard_cluster.run_id,
-                             log=root / "nodes.log", extra_args=["--heartbeat-interval", "1", "--backoff-max", "1"])
-    procs: list[ExternalPluginProcess] = []
-    try:
-        agent.start()
-        kube.create(external_device_class(cls))
-        for n in nodes:
-            procs.append(ExternalPluginProcess(draguard_cluster.kubeconfig, n, root=root, devices=4, binary=binary).start())
-
-        def published() -> bool:
-            items, _ = kube.list("ResourceSlice", field_selector=f"spec.driver={TEST_DRIVER_NAME}")
-            return set(nodes) <= {s["spec"].get("nodeName") for s in items if s["spec"].get("devices")}
-
-        wait(published, "the upstream driver's slices", 60)
-        yield Installed(Path(draguard_cluster.kubeconfig), kube, nodes, cls, dict(zip(nodes, procs)))
-    finally:
-        for proc in procs:
-            proc.stop()
-        agent.stop()
-        kube.delete("DeviceClass", cls)
-        for n in nodes:
-            delete_published_slices(kube, n)
-            kube.delete("Node", n)
-            kube.delete("Lease", n, LEASE_NAMESPACE)
-        shutil.rmtree(root, ignore_errors=True)
+    with upstream_on_fake_nodes(draguard_cluster, "dgr", binary) as up:
+        yield Installed(Path(draguard_cluster.kubeconfig), draguard_cluster.kube(), up.nodes, up.device_class, up.procs)
 
 
 def test_a_restart_command_restarts_a_driver_no_daemonset_runs(installed: Installed, tmp_path: Path) -> None:
